@@ -1,0 +1,151 @@
+"""P-SP: paraphrastic sentence embeddings as the average of sentencepiece-piece embeddings.
+
+This file is the Hub remote code: it imports only torch, transformers and its sibling configuration file.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_psp import PSPConfig
+
+
+def apply_unknown_rule(
+    flat_ids: torch.Tensor, offsets: torch.Tensor, unk_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop unknown pieces from each bag unless nothing else remains; an empty bag becomes one unknown.
+
+    `flat_ids` holds the pieces of all sentences back to back and `offsets[i]` is where sentence i starts.
+    Returns new `(flat_ids, offsets)` in the same layout.
+    """
+    n = offsets.numel()
+    lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
+    bag = torch.repeat_interleave(torch.arange(n, device=flat_ids.device), lengths)
+    known = flat_ids != unk_token_id
+    known_per_bag = torch.bincount(bag[known], minlength=n)
+    # A bag of only unknown pieces keeps them: their mean is the unknown embedding, as if one were kept.
+    keep = known | (known_per_bag[bag] == 0)
+    if bool(keep.all()) and bool((lengths > 0).all()):
+        return flat_ids, offsets
+    ids, bag = flat_ids[keep], bag[keep]
+    empty = torch.nonzero(torch.bincount(bag, minlength=n) == 0).flatten()
+    if empty.numel():
+        ids = torch.cat([ids, torch.full_like(empty, unk_token_id)])
+        bag = torch.cat([bag, empty])
+        order = torch.argsort(bag, stable=True)
+        ids, bag = ids[order], bag[order]
+    new_lengths = torch.bincount(bag, minlength=n)
+    new_offsets = torch.zeros_like(offsets)
+    new_offsets[1:] = torch.cumsum(new_lengths, 0)[:-1]
+    return ids, new_offsets
+
+
+@dataclass
+class PSPModelOutput(ModelOutput):
+    """Output of [`PSPModel`].
+
+    Args:
+        sentence_embedding (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            One embedding per sentence (not normalised).
+        pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            The same tensor, under the name that generic sentence-embedding code looks for.
+    """
+
+    sentence_embedding: torch.FloatTensor | None = None
+    pooler_output: torch.FloatTensor | None = None
+
+
+class PSPPreTrainedModel(PreTrainedModel):
+    """Base class holding the configuration class and weight initialisation of P-SP models."""
+
+    config_class = PSPConfig
+    base_model_prefix = "psp"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # EmbeddingBag is not covered by PreTrainedModel's generic initialisation.
+        if isinstance(module, nn.EmbeddingBag):
+            module.weight.normal_(mean=0.0, std=self.config.initializer_range)
+        elif isinstance(module, PSPModel) and module.piece_weights is not None:
+            module.piece_weights.fill_(1.0)
+
+
+class PSPModel(PSPPreTrainedModel):
+    """P-SP sentence encoder: one embedding table; a sentence is the mean (or max) of its piece embeddings.
+
+    Accepts either padded `input_ids` with an `attention_mask` (what `AutoTokenizer` returns) or, without
+    padding, the pieces of all sentences concatenated in a 1-D `input_ids` with `offsets` marking where each
+    sentence starts (the fast path).
+    """
+
+    def __init__(self, config: PSPConfig):
+        super().__init__(config)
+        self.embeddings = nn.EmbeddingBag(
+            config.vocab_size, config.hidden_size, mode="sum" if config.use_piece_weights else config.pooling
+        )
+        self.piece_weights = nn.Parameter(torch.ones(config.vocab_size)) if config.use_piece_weights else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.embeddings = value
+
+    def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
+        if self.config.drop_unknown:
+            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, self.config.unk_token_id)
+        if self.piece_weights is None:
+            return self.embeddings(flat_ids, offsets)
+        weights = self.piece_weights[flat_ids]
+        summed = self.embeddings(flat_ids, offsets, per_sample_weights=weights)
+        lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
+        bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
+        total = torch.zeros(offsets.numel(), dtype=weights.dtype, device=weights.device).index_add_(
+            0, bag, weights
+        )
+        return summed / total.clamp_min(1e-12).unsqueeze(1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        offsets: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> PSPModelOutput | tuple[torch.Tensor, ...]:
+        r"""Embed sentences.
+
+        Args:
+            input_ids: `(batch, seq_len)` padded piece ids, or `(total_pieces,)` when `offsets` is given.
+            attention_mask: `(batch, seq_len)`; 0 marks padding. Ignored with `offsets`.
+            offsets: `(batch,)` start of each sentence in a 1-D `input_ids`.
+        """
+        if offsets is not None:
+            if input_ids.dim() != 1:
+                raise ValueError("with offsets, input_ids must be 1-D (all sentences' pieces concatenated)")
+            flat_ids = input_ids
+        else:
+            if input_ids.dim() != 2:
+                raise ValueError("input_ids must be 2-D (batch, seq_len) unless offsets is given")
+            if attention_mask is None:
+                attention_mask = (input_ids != self.config.pad_token_id).long()
+            mask = attention_mask.bool()
+            flat_ids = input_ids[mask]
+            lengths = mask.sum(dim=1)
+            offsets = torch.zeros_like(lengths)
+            offsets[1:] = torch.cumsum(lengths, 0)[:-1]
+        embeddings = self.embed(flat_ids, offsets)
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if not return_dict:
+            return (embeddings, embeddings)
+        return PSPModelOutput(sentence_embedding=embeddings, pooler_output=embeddings)
+
+
+__all__ = ["PSPModel", "PSPPreTrainedModel", "PSPModelOutput", "apply_unknown_rule"]

@@ -1,0 +1,226 @@
+"""`PSPEncoder`: a P-SP model and its tokenizer behind a small encode/save/load API."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerFast
+
+from .modeling import PSPConfig, PSPModel
+
+# What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
+MODEL_FILES = [
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "configuration_psp.py",
+    "modeling_psp.py",
+]
+
+
+def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = None, token=None) -> Path:
+    """A local folder as it is; anything else is a Hub repo id, downloaded (or found in the HF cache)."""
+    path = Path(id_or_path)
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
+    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
+        raise FileNotFoundError(f"{id_or_path}: no such model folder")
+    from huggingface_hub import snapshot_download
+
+    return Path(
+        snapshot_download(
+            repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=[*MODEL_FILES, "*.json"]
+        )
+    )
+
+
+class PSPEncoder:
+    """A P-SP sentence encoder: sentencepiece tokenizer + averaged piece embeddings.
+
+    Mirrors model2vec's `StaticModel` and sentence-transformers' `encode` conventions:
+
+    >>> model = PSPEncoder.from_pretrained("path/or/org/p-sp-en")
+    >>> embeddings = model.encode(["A man plays a guitar.", "Someone is playing music."])
+    >>> model.similarity(embeddings[:1], embeddings[1:])
+
+    Empty or whitespace-only sentences follow P-SP's unknown rule: they get the unknown piece's embedding,
+    like a sentence made only of unknown pieces.
+    """
+
+    def __init__(self, model: PSPModel, tokenizer: PreTrainedTokenizerFast):
+        if len(tokenizer) > model.config.vocab_size:
+            raise ValueError(
+                f"tokenizer has {len(tokenizer)} pieces but the model's table only {model.config.vocab_size} rows"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self._backend = tokenizer.backend_tokenizer
+        # Special pieces (pad) never come out of plain text; no template either: a sentence is its pieces.
+        self._backend.no_padding()
+        self._backend.no_truncation()
+
+    # ----------------------------------------------------------------------------- construction, I/O
+    @classmethod
+    def from_tokenizer(
+        cls,
+        tokenizer: PreTrainedTokenizerFast,
+        hidden_size: int = 1024,
+        seed: int = 0,
+        **config_kwargs,
+    ) -> PSPEncoder:
+        """A new model with a randomly initialised table sized for `tokenizer`."""
+        config = PSPConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            pad_token_id=tokenizer.pad_token_id,
+            unk_token_id=tokenizer.unk_token_id,
+            **config_kwargs,
+        )
+        torch.manual_seed(seed)
+        return cls(PSPModel(config), tokenizer)
+
+    @classmethod
+    def from_pretrained(
+        cls, id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None
+    ) -> PSPEncoder:
+        """Load from a local folder or a Hub repo id."""
+        path = resolve_model_path(id_or_path, revision=revision, token=token)
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            raise FileNotFoundError(f"{path}: no config.json; not a psp model folder")
+        model = PSPModel.from_pretrained(path)
+        if getattr(model.config, "model_type", None) != "psp":
+            raise ValueError(f"{path}: model_type is {model.config.model_type!r}, expected 'psp'")
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+        return cls(model, tokenizer)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write a Hub-format folder: config (with auto_map), safetensors weights, tokenizer, remote code."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        PSPConfig.register_for_auto_class()
+        PSPModel.register_for_auto_class("AutoModel")
+        self.model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        return directory
+
+    def push_to_hub(self, repo_id: str, **kwargs):
+        """Save to a temporary folder and upload it; see `psp_hf.hub.push_folder` for the options."""
+        import tempfile
+
+        from .hub import push_folder
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp)
+            return push_folder(tmp, repo_id, **kwargs)
+
+    # ----------------------------------------------------------------------------- properties
+    @property
+    def dim(self) -> int:
+        """Dimension of the embeddings."""
+        return self.model.config.hidden_size
+
+    @property
+    def unk_token_id(self) -> int:
+        return self.model.config.unk_token_id
+
+    def __repr__(self) -> str:
+        config = self.model.config
+        return f"PSPEncoder(vocab_size={config.vocab_size}, dim={config.hidden_size}, pooling={config.pooling!r})"
+
+    # ----------------------------------------------------------------------------- encoding
+    def tokenize(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Piece ids of all sentences back to back, and where each sentence starts.
+
+        The unknown-piece rule is applied by the model (`PSPModel.embed`), not here.
+        """
+        encodings = self._backend.encode_batch_fast(sentences, add_special_tokens=False)
+        ids_per_sentence = [encoding.ids for encoding in encodings]
+        lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
+        flat = np.fromiter(
+            itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum())
+        )
+        offsets = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        return torch.from_numpy(flat), torch.from_numpy(offsets)
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        batch_size: int = 1024,
+        show_progress_bar: bool | None = None,
+        normalize_embeddings: bool = False,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed sentences: float32 `(n, dim)` (or `(dim,)` for a single string).
+
+        `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim)` to write into.
+        """
+        single = isinstance(sentences, str)
+        if single:
+            sentences = [sentences]
+        elif not isinstance(sentences, Sequence):
+            sentences = list(sentences)
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        n = len(sentences)
+        if out is None:
+            out = np.empty((n, self.dim), dtype=np.float32)
+        elif out.shape != (n, self.dim) or out.dtype != np.float32:
+            raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+        if show_progress_bar is None:
+            show_progress_bar = n > 100_000 and sys.stderr.isatty()
+        starts = range(0, n, batch_size)
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc="Encoding", unit="batch", total=len(starts), file=sys.stderr)
+        with torch.inference_mode():
+            for start in starts:
+                batch = sentences[start : start + batch_size]
+                ids, offsets = self.tokenize(batch)
+                embeddings = self.model.embed(ids, offsets)
+                if normalize_embeddings:
+                    embeddings = torch.nn.functional.normalize(embeddings, dim=1)
+                out[start : start + len(batch)] = embeddings.numpy()
+        result = out[0] if single else out
+        if convert_to_tensor or not convert_to_numpy:
+            return torch.from_numpy(np.ascontiguousarray(result))
+        return result
+
+    @staticmethod
+    def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
+        """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`."""
+        a = np.atleast_2d(np.asarray(a, dtype=np.float32))
+        b = np.atleast_2d(np.asarray(b, dtype=np.float32))
+        a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+        b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        return a @ b.T
+
+    def similarity_pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Cosine of row i of `a` with row i of `b`."""
+        a = np.asarray(a, dtype=np.float32)
+        b = np.asarray(b, dtype=np.float32)
+        numerator = np.einsum("ij,ij->i", a, b)
+        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        return numerator / np.maximum(norms, 1e-12)
+
+
+def load(id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None) -> PSPEncoder:
+    """Load a psp model from a local folder or a Hub repo id."""
+    return PSPEncoder.from_pretrained(id_or_path, revision=revision, token=token)

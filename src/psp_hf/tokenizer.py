@@ -1,0 +1,174 @@
+"""Sentencepiece vocabularies for P-SP: training, and conversion to a fast `tokenizer.json`.
+
+Lowercasing is part of the converted tokenizer's normalizer, so every loader (psp, AutoTokenizer,
+sentence-transformers) lowercases the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+from transformers import PreTrainedTokenizerFast
+
+UNK_PIECE = "<unk>"
+PAD_PIECE = "<pad>"
+UNK_ID = 0
+PAD_ID = 1
+SPM_FILENAME = "sentencepiece.model"
+
+
+def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lowercase: bool) -> Iterator[str]:
+    # A `Path` is a file of sentences (one a line); a `str` is a sentence. Never guess from a string.
+    if isinstance(texts_or_files, os.PathLike):
+        texts_or_files = [texts_or_files]
+    for item in texts_or_files:
+        lines = _read_lines(Path(item)) if isinstance(item, os.PathLike) else (item,)
+        for line in lines:
+            line = line.strip()
+            if line:
+                yield line.lower() if lowercase else line
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    from .io import open_text
+
+    with open_text(path) as handle:
+        yield from handle
+
+
+def train_sentencepiece(
+    texts_or_files: Iterable[str | os.PathLike] | os.PathLike,
+    vocab_size: int = 50000,
+    character_coverage: float = 0.9995,
+    lowercase: bool = True,
+    input_sentence_size: int = 2_000_000,
+    seed: int = 0,
+    num_threads: int | None = None,
+) -> bytes:
+    """Train a sentencepiece unigram model; returns the serialized model proto.
+
+    `texts_or_files` is an iterable of sentences (`str`) and/or files (`pathlib.Path`, one sentence a line,
+    `.gz` ok), or a single `Path`.
+    The vocabulary may end smaller than `vocab_size` on little text (no hard limit), so tiny corpora work.
+    """
+    import sentencepiece as spm
+
+    if vocab_size < 8:
+        raise ValueError(f"vocab_size must be at least 8, got {vocab_size}")
+    model = io.BytesIO()
+    texts = _iter_texts(texts_or_files, lowercase)
+    first = next(texts, None)
+    if first is None:
+        raise ValueError("train_sentencepiece got no text: every input was empty")
+
+    def all_texts() -> Iterator[str]:
+        yield first
+        yield from texts
+
+    spm.set_random_generator_seed(seed)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=all_texts(),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=vocab_size,
+        hard_vocab_limit=False,
+        character_coverage=character_coverage,
+        unk_id=UNK_ID,
+        pad_id=PAD_ID,
+        bos_id=-1,
+        eos_id=-1,
+        unk_piece=UNK_PIECE,
+        pad_piece=PAD_PIECE,
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        num_threads=num_threads or os.cpu_count() or 1,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowercase: bool = True):
+    """Convert a sentencepiece unigram model to a `tokenizers.Tokenizer` with the same segmentation."""
+    import tempfile
+
+    from tokenizers import Regex, normalizers, pre_tokenizers
+    from transformers.convert_slow_tokenizer import SpmConverter
+
+    class _PSPSpmConverter(SpmConverter):
+        # sentencepiece strips leading and trailing whitespace and folds runs of spaces before segmenting.
+        def normalizer(self, proto):
+            steps = [normalizers.Lowercase()] if lowercase else []
+            if proto.normalizer_spec.precompiled_charsmap:
+                steps.append(normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap))
+            steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
+            return normalizers.Sequence(steps)
+
+        def pre_tokenizer(self, replacement, add_prefix_space):
+            return pre_tokenizers.Metaspace(replacement=replacement, prepend_scheme="always", split=True)
+
+    if isinstance(spm_model, bytes):
+        with tempfile.NamedTemporaryFile(suffix=".model", delete=False) as handle:
+            handle.write(spm_model)
+        path = handle.name
+    else:
+        path = os.fspath(spm_model)
+    try:
+        original = SimpleNamespace(vocab_file=path, add_prefix_space=True, legacy=True)
+        return _PSPSpmConverter(original).converted()
+    finally:
+        if isinstance(spm_model, bytes):
+            os.unlink(path)
+
+
+def wrap_fast_tokenizer(backend) -> PreTrainedTokenizerFast:
+    """Wrap a `tokenizers.Tokenizer` as a transformers fast tokenizer with P-SP's special pieces."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token=UNK_PIECE,
+        pad_token=PAD_PIECE,
+        model_max_length=1_000_000,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def train_tokenizer(
+    texts_or_files: Iterable[str | os.PathLike] | os.PathLike,
+    vocab_size: int = 50000,
+    output_dir: str | os.PathLike | None = None,
+    character_coverage: float = 0.9995,
+    lowercase: bool = True,
+    **kwargs,
+) -> PreTrainedTokenizerFast:
+    """Train a sentencepiece unigram vocabulary and return it as a fast tokenizer.
+
+    With `output_dir`, writes `tokenizer.json`, `tokenizer_config.json` and the original
+    `sentencepiece.model` there.
+    """
+    spm_bytes = train_sentencepiece(
+        texts_or_files, vocab_size=vocab_size, character_coverage=character_coverage, lowercase=lowercase,
+        **kwargs,
+    )
+    tokenizer = wrap_fast_tokenizer(fast_tokenizer_from_sentencepiece(spm_bytes, lowercase=lowercase))
+    if output_dir is not None:
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        tokenizer.save_pretrained(out)
+        (out / SPM_FILENAME).write_bytes(spm_bytes)
+    return tokenizer
+
+
+__all__ = [
+    "PAD_ID",
+    "PAD_PIECE",
+    "SPM_FILENAME",
+    "UNK_ID",
+    "UNK_PIECE",
+    "fast_tokenizer_from_sentencepiece",
+    "train_sentencepiece",
+    "train_tokenizer",
+    "wrap_fast_tokenizer",
+]
