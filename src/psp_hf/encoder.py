@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from .modeling import PSPConfig, PSPModel
+from .piece_cache import WordPieceCache
 
 # What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
 MODEL_FILES = [
@@ -44,6 +46,22 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
     )
 
 
+def _word_cache_applies(backend) -> bool:
+    """The word cache is exact only for P-SP's own pipeline: lowercase + charsmap, whitespace-split Metaspace."""
+    config = json.loads(backend.to_str())
+    normalizer = config.get("normalizer") or {}
+    steps = [step.get("type") for step in normalizer.get("normalizers", [])]
+    pre_tokenizer = config.get("pre_tokenizer") or {}
+    return (
+        steps[:1] == ["Lowercase"]
+        and set(steps) <= {"Lowercase", "Precompiled", "Strip", "Replace"}
+        and pre_tokenizer.get("type") == "Metaspace"
+        and pre_tokenizer.get("split", False)
+        and pre_tokenizer.get("prepend_scheme") == "always"
+        and (config.get("model") or {}).get("type") == "Unigram"
+    )
+
+
 class PSPEncoder:
     """A P-SP sentence encoder: sentencepiece tokenizer + averaged piece embeddings.
 
@@ -68,6 +86,7 @@ class PSPEncoder:
         # Special pieces (pad) never come out of plain text; no template either: a sentence is its pieces.
         self._backend.no_padding()
         self._backend.no_truncation()
+        self._word_cache = WordPieceCache(self._backend) if _word_cache_applies(self._backend) else None
 
     # ----------------------------------------------------------------------------- construction, I/O
     @classmethod
@@ -98,7 +117,16 @@ class PSPEncoder:
         config_file = path / "config.json"
         if not config_file.is_file():
             raise FileNotFoundError(f"{path}: no config.json; not a psp model folder")
-        model = PSPModel.from_pretrained(path)
+        from transformers.utils import logging as hf_logging
+
+        # transformers draws a "Loading weights" bar even for one small file; psp shows its own progress.
+        bar_was_enabled = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            model = PSPModel.from_pretrained(path)
+        finally:
+            if bar_was_enabled:
+                hf_logging.enable_progress_bar()
         if getattr(model.config, "model_type", None) != "psp":
             raise ValueError(f"{path}: model_type is {model.config.model_type!r}, expected 'psp'")
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
@@ -144,15 +172,45 @@ class PSPEncoder:
 
         The unknown-piece rule is applied by the model (`PSPModel.embed`), not here.
         """
-        encodings = self._backend.encode_batch_fast(sentences, add_special_tokens=False)
+        n = len(sentences)
+        if self._word_cache is None:
+            flat, lengths = self._tokenize_with_backend(sentences)
+        else:
+            plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
+            if plain.all():
+                flat, lengths = self._word_cache.encode(sentences)
+            else:
+                flat, lengths = self._tokenize_mixed(sentences, plain)
+        offsets = np.zeros(n, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        return torch.from_numpy(flat), torch.from_numpy(offsets)
+
+    def _tokenize_with_backend(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        encodings = self._backend.encode_batch_fast(list(sentences), add_special_tokens=False)
         ids_per_sentence = [encoding.ids for encoding in encodings]
         lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
         flat = np.fromiter(
             itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum())
         )
-        offsets = np.zeros(len(lengths), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        return torch.from_numpy(flat), torch.from_numpy(offsets)
+        return flat, lengths
+
+    def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Plain-ASCII sentences through the word cache, the others through the tokenizer, merged in order."""
+        groups = [np.flatnonzero(plain), np.flatnonzero(~plain)]
+        encoded = [
+            self._word_cache.encode([sentences[i] for i in groups[0]]),
+            self._tokenize_with_backend([sentences[i] for i in groups[1]]),
+        ]
+        lengths = np.zeros(len(sentences), dtype=np.int64)
+        for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
+            lengths[rows] = group_lengths
+        starts = np.zeros(len(sentences), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        flat = np.empty(int(lengths.sum()), dtype=np.int64)
+        for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
+            group_starts = np.cumsum(group_lengths) - group_lengths
+            flat[np.repeat(starts[rows] - group_starts, group_lengths) + np.arange(len(group_flat))] = group_flat
+        return flat, lengths
 
     def encode(
         self,

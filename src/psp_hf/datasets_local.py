@@ -1,0 +1,49 @@
+"""Where the real data lives (`PSP_DATA`) and small readers shared by benches, the demo and tests."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def data_dir(path: str | os.PathLike | None = None) -> Path:
+    """The data folder: `path`, else $PSP_DATA, else ../shared/data beside the repository."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("PSP_DATA")
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+def iter_tsv(path: str | os.PathLike) -> Iterator[list[str]]:
+    """Rows of a headed TSV file of the shared data (split on tabs, header skipped)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        next(handle, None)
+        for line in handle:
+            yield line.rstrip("\n").split("\t")
+
+
+def sts_sentences(root: str | os.PathLike | None = None) -> list[str]:
+    """Every sentence of STS 2012–2016 (both sides, file order)."""
+    sentences: list[str] = []
+    for year in ("STS12", "STS13", "STS14", "STS15", "STS16"):
+        for path in sorted((data_dir(root) / "sts" / "en" / year).glob("*.tsv")):
+            for row in iter_tsv(path):
+                sentences += [row[1], row[2]]
+    return sentences
+
+
+def english_training_text(root: str | os.PathLike | None = None) -> Iterator[str]:
+    """English non-evaluation text: Flickr30k caption pairs (train) and the WMT news English sides."""
+    base = data_dir(root)
+    for row in iter_tsv(base / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"):
+        yield row[1]
+        yield row[2]
+    for path in sorted((base / "bitext" / "wmt-news").glob("*-en.tsv.gz")):
+        for row in iter_tsv(path):
+            yield row[2]
