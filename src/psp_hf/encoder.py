@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from .modeling import PSPConfig, PSPModel
@@ -38,12 +39,19 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
     if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
         raise FileNotFoundError(f"{id_or_path}: no such model folder")
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return Path(
-        snapshot_download(
-            repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=[*MODEL_FILES, "*.json"]
+    try:
+        return Path(
+            snapshot_download(
+                repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=[*MODEL_FILES, "*.json"]
+            )
         )
-    )
+    except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
+        raise FileNotFoundError(
+            f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''})"
+        ) from error
 
 
 def _word_cache_applies(backend) -> bool:
@@ -82,8 +90,8 @@ class PSPEncoder:
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self._backend = tokenizer.backend_tokenizer
-        # Special pieces (pad) never come out of plain text; no template either: a sentence is its pieces.
+        # A private copy: transformers switches padding/truncation on the shared backend during its own calls.
+        self._backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         self._backend.no_padding()
         self._backend.no_truncation()
         self._word_cache = WordPieceCache(self._backend) if _word_cache_applies(self._backend) else None
