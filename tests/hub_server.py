@@ -49,6 +49,7 @@ TREE_PAGE_SIZE_EXPANDED = 50
 _PLURAL_TO_TYPE = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 _COMMIT_SHA = re.compile(r"[0-9a-f]{7,40}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 # The .gitattributes a new Hub repo starts with: files matching these patterns are committed through LFS.
 _LFS_PATTERN_TEXT = """
@@ -228,6 +229,8 @@ class HubState:
 
     def has_blob(self, sha256: str, size: int | None = None) -> bool:
         """Whether the store holds this content (of this size, when given)."""
+        if not _SHA256.fullmatch(sha256):  # also keeps client-sent oids from naming paths outside the store
+            return False
         path = self.blob_path(sha256)
         return path.is_file() and (size is None or path.stat().st_size == size)
 
@@ -492,7 +495,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, method: str, err: HubError) -> None:
         headers = dict(err.headers)
-        headers["X-Error-Message"] = err.message.encode("latin-1", "replace").decode("latin-1")
+        # Header values must be one latin-1 line.
+        one_line = " ".join(err.message.split())
+        headers["X-Error-Message"] = one_line.encode("latin-1", "replace").decode("latin-1")
         if err.code:
             headers["X-Error-Code"] = err.code
         body = json.dumps({"error": err.message, **err.extra}).encode()
@@ -840,7 +845,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_file(method, entry.sha256, headers)
 
     def _serve_cdn(self, method: str, sha256: str) -> None:
-        if not re.fullmatch(r"[0-9a-f]{64}", sha256) or not self.state.has_blob(sha256):
+        if not self.state.has_blob(sha256):
             raise HubError(404, "Blob not found")
         headers = {"ETag": f'"{sha256}"', "Accept-Ranges": "bytes"}
         commit = self.query.get("commit", [None])[0]
@@ -948,7 +953,11 @@ class HubServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def reset(self) -> None:
-        """Forget every repo, stored file, failure rule and logged request."""
+        """Forget every repo, stored file, failure rule and logged request.
+
+        On the session-wide server this also wipes repos other tests (or session fixtures) created: prefer
+        unique repo ids (:meth:`unique_repo_id`) to isolate tests.
+        """
         with self.state.lock:
             self.state.repos.clear()
             shutil.rmtree(self.state.blob_dir, ignore_errors=True)

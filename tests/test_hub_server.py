@@ -258,3 +258,21 @@ def test_refused_push_raises_and_leaves_local_folder_and_repo_intact(
     assert set(hub_server.repo_files(hub_repo_id)) == {".gitattributes"}
     # Once the server accepts again, the same push succeeds.
     assert api.upload_folder(folder_path=model_folder, repo_id=hub_repo_id).oid != before_sha
+
+
+def test_standalone_server_reset_and_stop(tmp_path: Path) -> None:
+    # A second, private server: reset() here cannot wipe repos other tests keep on the session one.
+    server = HubServer().start()
+    try:
+        api = HfApi(endpoint=server.url)
+        repo_id = server.unique_repo_id("standalone")
+        api.create_repo(repo_id, repo_type="dataset")
+        api.upload_file(path_or_fileobj=b"\0binary", path_in_repo="x.bin", repo_id=repo_id, repo_type="dataset")
+        assert server.repo_files(repo_id, "dataset")["x.bin"] == b"\0binary"
+        assert any(server.state.blob_dir.iterdir())
+        server.reset()
+        assert not server.repo_exists(repo_id, "dataset") and not any(server.state.blob_dir.iterdir())
+        assert not api.repo_exists(repo_id, repo_type="dataset")
+    finally:
+        server.stop()
+    assert not server.root.exists()  # the storage it created itself is gone
