@@ -1,0 +1,420 @@
+"""Model cards for published P-SP models, rendered from a run's own numbers.
+
+A card is `hub_cards/_card.md` (the shared body) filled with the language's facts from `hub_cards/<lang>.md`
+(YAML front matter: names, example sentences, the paper's setting) and with what the run measured: the model's
+configuration, its training settings (`training_info`) and its evaluation results (`eval_results`). Nothing
+about this checkpoint is typed into a template; a task the run did not measure is simply absent.
+
+`eval_results` is a mapping of task name to metrics, nested as deep as needed, for example::
+
+    {"sts12-16": {"pearson": 0.612, "spearman": 0.604},
+     "stsb": {"test": {"pearson": 0.65}},
+     "sts17": {"ar-ar": {"pearson": 0.55}},
+     "tatoeba": {"de": {"error_rate": 0.12}}}
+
+Leaves are numbers; the last key above a leaf is the metric, the keys above it name the task (joined with
+"/"). Known tasks (SemEval STS, STS Benchmark, SICK, STS17, Tatoeba, SentEval) get their proper dataset names
+and Hub dataset ids in the `model-index`; any other task is kept under its own name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import PSPInputError
+
+LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh")
+
+#: Stands for the Hub repo id in a card rendered before the id is known; `psp push` replaces it on upload.
+REPO_ID_PLACEHOLDER = "<org>/p-sp-{language}"
+
+CARD_FILENAME = "README.md"
+
+# Settings of a training run that say nothing about the model (paths, logging, resuming, machine use).
+_BOOKKEEPING_KEYS = {
+    "output_dir", "resume", "quiet", "threads", "cpu", "push_to_hub", "private", "save_every", "log_every",
+    "eval_every", "data_dir", "config", "tokenizer", "shuffle_buffer",
+}  # fmt: skip
+
+_SETTING_LABELS = {
+    "data": "training data",
+    "kind": "kind of pairs",
+    "lang": "language (non-English side)",
+    "columns": "text columns",
+    "split": "split",
+    "pairs": "training pairs",
+    "vocab_size": "vocabulary size (requested)",
+    "tokenizer_sentences": "sentences for the vocabulary",
+    "lowercase": "lowercase",
+    "dim": "embedding dimension",
+    "batch_size": "batch size (pairs)",
+    "megabatch_size": "largest mega-batch (mini-batches)",
+    "megabatch_anneal": "mega-batch grows every (mini-batches)",
+    "negatives": "negatives from",
+    "margin": "margin δ",
+    "one_sided": "one-sided loss",
+    "dropout": "dropout",
+    "lr": "learning rate (Adam)",
+    "grad_clip": "gradient clipping (norm)",
+    "sparse": "sparse gradients",
+    "epochs": "epochs",
+    "max_steps": "step limit",
+    "steps": "steps trained",
+    "seed": "seed",
+    "dev": "dev set",
+    "keep": "weights kept",
+}
+
+_METRIC_NAMES = {
+    "pearson": "Pearson (cosine)",
+    "spearman": "Spearman (cosine)",
+    "error_rate": "error rate",
+    "accuracy": "accuracy",
+    "f1": "F1",
+}
+
+
+@dataclass(frozen=True)
+class _Task:
+    task_type: str
+    task_name: str
+    dataset_name: str
+    dataset_type: str
+    dataset_config: str | None = None
+    dataset_split: str | None = None
+
+
+_STS = ("sentence-similarity", "Semantic Textual Similarity")
+_MINING = ("bitext-mining", "Bitext Mining")
+_CLASSIFICATION = ("text-classification", "Text Classification (SentEval)")
+
+_SENTEVAL = {
+    "mr": "MR (movie reviews)", "cr": "CR (product reviews)", "subj": "SUBJ (subjectivity)",
+    "mpqa": "MPQA (opinion polarity)", "trec": "TREC (question types)", "sst2": "SST-2", "sst5": "SST-5",
+    "mrpc": "MRPC (paraphrase detection)", "sick-e": "SICK-E (entailment)",
+}  # fmt: skip
+
+_TATOEBA_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "cmn"}
+
+
+def _describe_task(path: tuple[str, ...]) -> _Task:
+    """Dataset metadata of a task from its key path (`("sts17", "ar-ar")`, `("stsb", "test")`, ...)."""
+    keys = [part.lower().replace("_", "-") for part in path]
+    head, rest = keys[0], keys[1:]
+    splits = {"test", "dev", "validation", "train", "trial"}
+    split = next((key for key in rest if key in splits), None)
+    rest = [key for key in rest if key not in splits]
+    year = re.fullmatch(r"sts(1[2-6])", head)
+    if year:
+        name = f"SemEval STS 20{year.group(1)}" + (f" ({'/'.join(rest)})" if rest else "")
+        return _Task(*_STS, name, f"mteb/sts{year.group(1)}-sts", "/".join(rest) or None, split or "test")
+    if head in ("sts12-16", "sts-avg", "sts", "sts-2012-2016"):
+        return _Task(*_STS, "SemEval STS 2012-2016 (mean of the years)", "sts12-16", None, split or "test")
+    if head in ("stsb", "sts-b", "stsbenchmark", "stsb-test", "stsb-dev"):
+        split = split or ("dev" if head.endswith("dev") else "test")
+        return _Task(*_STS, f"STS Benchmark ({split})", "mteb/stsbenchmark-sts", None, split)
+    if head in ("sick-r", "sickr", "sick-r-test", "sick"):
+        return _Task(*_STS, "SICK-R", "mteb/sickr-sts", None, split or "test")
+    if head.startswith("sts17"):
+        pair = "-".join(part for part in [head[len("sts17") :].strip("-"), *rest] if part)
+        return _Task(*_STS, f"STS17 ({pair})" if pair else "STS17", "mteb/sts17-crosslingual-sts", pair or None, "test")
+    if head.startswith("tatoeba"):
+        language = "-".join(part for part in [head[len("tatoeba") :].strip("-"), *rest] if part)
+        code = _TATOEBA_CODES.get(language, language)
+        config = f"{code}-eng" if code and not code.endswith("-eng") else code or None
+        name = f"Tatoeba ({config})" if config else "Tatoeba"
+        return _Task(*_MINING, name, "mteb/tatoeba-bitext-mining", config, "test")
+    if head in _SENTEVAL:
+        return _Task(*_CLASSIFICATION, _SENTEVAL[head], head, None, split)
+    return _Task(*_STS, "/".join(path), "/".join(keys), None, split)
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One measured number: which task and metric, its value, and the untrained table's value if known."""
+
+    task: _Task
+    metric: str
+    value: float
+    baseline: float | None = None
+
+
+def _leaves(results: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], float]:
+    found: dict[tuple[str, ...], float] = {}
+    for key, value in results.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping):
+            found.update(_leaves(value, path))
+        elif isinstance(value, bool) or value is None:
+            continue
+        elif isinstance(value, (int, float)) and math.isfinite(float(value)):
+            found[path] = float(value)
+        # Strings, lists and the like are descriptions (dataset paths, sizes), not scores.
+    return found
+
+
+def result_rows(
+    eval_results: Mapping[str, Any] | None, baseline_results: Mapping[str, Any] | None = None
+) -> list[ResultRow]:
+    """Flatten nested results into rows; a leaf at the top level counts as the task's `score`."""
+    if not eval_results:
+        return []
+    baseline = _leaves(baseline_results or {})
+    rows = []
+    for path, value in _leaves(eval_results).items():
+        task_path, metric = (path[:-1], path[-1]) if len(path) > 1 else (path, "score")
+        rows.append(ResultRow(_describe_task(task_path), metric, value, baseline.get(path)))
+    return rows
+
+
+def eval_results_for_card(rows: list[ResultRow]) -> list:
+    """`huggingface_hub.EvalResult`s for the card's `model-index`."""
+    from huggingface_hub import EvalResult
+
+    return [
+        EvalResult(
+            task_type=row.task.task_type,
+            task_name=row.task.task_name,
+            dataset_type=row.task.dataset_type,
+            dataset_name=row.task.dataset_name,
+            dataset_config=row.task.dataset_config,
+            dataset_split=row.task.dataset_split,
+            metric_type=row.metric,
+            metric_name=_METRIC_NAMES.get(row.metric, row.metric),
+            metric_value=round(row.value, 6),
+        )
+        for row in rows
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ templates
+def _template_text(name: str) -> str:
+    return resources.files("psp_hf.hub_cards").joinpath(name).read_text(encoding="utf-8")
+
+
+def language_template(language: str) -> tuple[dict[str, Any], str]:
+    """The facts (front matter) and the Markdown notes of `hub_cards/<language>.md`."""
+    import yaml
+
+    if language not in LANGUAGES:
+        raise PSPInputError(f"language {language!r}: no card template (known: {', '.join(LANGUAGES)})")
+    text = _template_text(f"{language}.md")
+    match = re.match(r"---\n(.*?)\n---\n(.*)", text, flags=re.DOTALL)
+    if match is None:
+        raise ValueError(f"hub_cards/{language}.md: no YAML front matter")
+    facts = yaml.safe_load(match.group(1))
+    return facts, match.group(2).strip()
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def _config_of(encoder_or_config):
+    model = getattr(encoder_or_config, "model", None)
+    return model.config if model is not None else encoder_or_config
+
+
+def _format_number(value: float) -> str:
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
+
+
+def _format_setting(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return _format_number(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(f"`{item}`" for item in value) if value else "—"
+    if value is None or value == "":
+        return "—"
+    return f"`{value}`" if isinstance(value, str) and ("/" in value or "." in value) else str(value)
+
+
+def _flatten_settings(info: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in info.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten_settings(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _settings_table(training_info: Mapping[str, Any]) -> str:
+    settings = {
+        key: value
+        for key, value in _flatten_settings(training_info).items()
+        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results")
+    }
+    if not settings:
+        return "The training settings were not recorded with this checkpoint."
+    # Known settings first in their usual order, then whatever else the run recorded.
+    known = [key for key in _SETTING_LABELS if key in settings]
+    order = known + sorted(key for key in settings if key not in _SETTING_LABELS)
+    lines = ["| setting | value |", "|---|---|"]
+    lines += [f"| {_SETTING_LABELS.get(key, key)} | {_format_setting(settings[key])} |" for key in order]
+    return "\n".join(lines)
+
+
+def _results_table(rows: list[ResultRow]) -> str:
+    if not rows:
+        return "No evaluation results were recorded with this checkpoint."
+    with_baseline = any(row.baseline is not None for row in rows)
+    header = "| task | dataset | metric | this model |" + (" untrained table |" if with_baseline else "")
+    lines = [header, "|---|---|---|---|" + ("---|" if with_baseline else "")]
+    for row in rows:
+        line = (
+            f"| {row.task.task_name} | {row.task.dataset_name} | {_METRIC_NAMES.get(row.metric, row.metric)} "
+            f"| {_format_number(row.value)} |"
+        )
+        if with_baseline:
+            line += f" {_format_number(row.baseline) if row.baseline is not None else '—'} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _datasets(training_info: Mapping[str, Any]) -> list[str]:
+    """Hub dataset ids the run trained on (local files are not Hub datasets and are left out)."""
+    candidates = training_info.get("datasets") or training_info.get("data") or []
+    if isinstance(candidates, str):
+        candidates = [candidates]
+    ids = []
+    for item in candidates:
+        text = str(item)
+        local = text.startswith((".", "/", "~")) or os.path.exists(text) or Path(text).suffix in (".gz", ".tsv")
+        if re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not local:
+            ids.append(text)
+    return ids
+
+
+def _python_list(sentences: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(sentence, ensure_ascii=False) for sentence in sentences) + "]"
+
+
+def render_model_card(
+    encoder_or_config,
+    language: str,
+    eval_results: Mapping[str, Any] | None = None,
+    training_info: Mapping[str, Any] | None = None,
+    repo_id: str | None = None,
+    baseline_results: Mapping[str, Any] | None = None,
+    license: str = "mit",
+    max_seq_length: int | None = None,
+) -> str:
+    """The text of a model card (README.md with YAML front matter) for a P-SP model.
+
+    `encoder_or_config` is a `PSPEncoder` or a `PSPConfig`. `baseline_results` (same layout as `eval_results`)
+    are the scores of an untrained (random) table over the same vocabulary, shown beside the trained ones.
+    `max_seq_length` is the sentence-transformers truncation length written with the model, if any.
+    """
+    from huggingface_hub import ModelCardData
+
+    from .sentence_transformers import DEFAULT_MAX_SEQ_LENGTH
+
+    config = _config_of(encoder_or_config)
+    facts, notes = language_template(language)
+    training_info = dict(training_info or {})
+    repo_id = repo_id or REPO_ID_PLACEHOLDER.format(language=language)
+    model_name = repo_id.split("/")[-1]
+    rows = result_rows(eval_results, baseline_results)
+    pooling = getattr(config, "pooling", "mean")
+    drop_unknown = bool(getattr(config, "drop_unknown", True))
+    max_seq_length = max_seq_length or DEFAULT_MAX_SEQ_LENGTH
+
+    card_data = ModelCardData(
+        language=list(facts["languages"]),
+        license=training_info.get("license", license),
+        library_name="sentence-transformers",
+        tags=["sentence-transformers", "sentence-similarity", "feature-extraction", "psp", "paraphrastic",
+              "static-embeddings", "custom_code"],
+        datasets=_datasets(training_info) or None,
+        pipeline_tag="sentence-similarity",
+        model_name=model_name,
+        eval_results=eval_results_for_card(rows) or None,
+    )  # fmt: skip
+
+    unknown_rule = (
+        "Unknown pieces are dropped from a sentence unless nothing else is left; a sentence of only unknown pieces "
+        "(or an empty one) gets the unknown piece's embedding."
+        if drop_unknown
+        else "Unknown pieces are averaged like any other piece."
+    )
+    sentences = list(facts["examples"])
+    values = {
+        "model_name": model_name,
+        "repo_id": repo_id,
+        "title": facts["title"],
+        "language_name": facts["language_name"],
+        "hidden_size": _format_number(config.hidden_size),
+        "vocab_size": _format_number(config.vocab_size),
+        "pooling": "mean" if pooling == "mean" else "max",
+        "weighted": " (weighted by learned per-piece weights)" if getattr(config, "use_piece_weights", False) else "",
+        "unknown_rule": unknown_rule,
+        "lowercase": "lowercases" if training_info.get("lowercase", True) else "keeps the case of",
+        "examples": _python_list(sentences),
+        "first_example": sentences[0],
+        "language_notes": notes,
+        "paper_setting": facts["paper_setting"].strip(),
+        "paper_results": facts.get("paper_results", "").strip() or "—",
+        "results_table": _results_table(rows),
+        "settings_table": _settings_table(training_info),
+        "max_seq_length": _format_number(max_seq_length),
+        "st_difference": (
+            f"equal to psp's to float32 rounding for sentences of up to {_format_number(max_seq_length - 1)} "
+            "pieces; longer ones are truncated there"
+            if pooling == "mean"
+            else "equal to psp's for sentences without unknown pieces; in the maximum, unknown pieces are not "
+            "dropped there"
+        ),
+    }
+    body = string.Template(_template_text("_card.md")).substitute(values)
+    return f"---\n{card_data.to_yaml()}\n---\n\n{body.strip()}\n"
+
+
+def write_model_card(
+    directory: str | os.PathLike,
+    encoder_or_config,
+    language: str,
+    eval_results: Mapping[str, Any] | None = None,
+    training_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Path:
+    """Render the card (see `render_model_card`) into `directory/README.md`, atomically."""
+    text = render_model_card(
+        encoder_or_config, language, eval_results=eval_results, training_info=training_info, **kwargs
+    )
+    path = Path(directory) / CARD_FILENAME
+    tmp = path.with_name(f".{CARD_FILENAME}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def fill_repo_id(card_text: str, repo_id: str) -> str:
+    """Put the real repo id where a card rendered before the push says `<org>/p-sp-<lang>`."""
+    pattern = r"<org>/p-sp-(?:" + "|".join(LANGUAGES) + r")\b"
+    return re.sub(pattern, repo_id, card_text)
+
+
+__all__ = [
+    "CARD_FILENAME",
+    "LANGUAGES",
+    "REPO_ID_PLACEHOLDER",
+    "ResultRow",
+    "eval_results_for_card",
+    "fill_repo_id",
+    "language_template",
+    "render_model_card",
+    "result_rows",
+    "write_model_card",
+]

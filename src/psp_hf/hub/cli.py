@@ -1,0 +1,131 @@
+"""`psp push MODEL_DIR REPO_ID`: upload a psp model folder to the Hugging Face Hub."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import PSPInputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `psp push`."""
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="psp model folder (as written by save_pretrained)")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo id, e.g. my-org/p-sp-de (created if missing)")
+    parser.add_argument("--private", action="store_true", help="create the repo as private")
+    parser.add_argument("--revision", help="branch to push to (created if missing; default: the main branch)")
+    parser.add_argument("--commit-message", default=None, help="message of the Hub commit")
+    parser.add_argument("--repo-type", default="model", choices=("model",), help=argparse.SUPPRESS)
+    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
+    card = parser.add_argument_group("model card (only when MODEL_DIR has no README.md)")
+    card.add_argument("--language", help="render a card from the template for this language (en, ar, de, ...)")
+    card.add_argument("--eval-results", type=Path, help="JSON file of evaluation results for the card")
+    card.add_argument("--training-info", type=Path, help="JSON file of the training run's settings for the card")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
+
+def _read_json(path: Path | None, option: str) -> dict | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise PSPInputError(f"{option} {path}: no such file")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise PSPInputError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(value, dict):
+        raise PSPInputError(f"{option} {path}: expected a JSON object")
+    return value
+
+
+def _card_arguments(args: argparse.Namespace) -> list[str]:
+    # Part of the retry command: the card options only matter while the folder has no card of its own.
+    found = []
+    for option, value in (("--language", args.language), ("--eval-results", args.eval_results),
+                          ("--training-info", args.training_info)):
+        if value is not None:
+            found += [option, str(Path(value).resolve()) if isinstance(value, Path) else value]
+    return found
+
+
+def check_model_folder(folder: Path) -> dict:
+    """The folder's config.json, after checking that the folder holds a psp model."""
+    if not folder.is_dir():
+        raise PSPInputError(f"MODEL_DIR {folder}: no such folder")
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise PSPInputError(f"MODEL_DIR {folder}: no config.json; not a psp model folder")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise PSPInputError(f"{config_file}:{error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(config, dict) or config.get("model_type") != "psp":
+        model_type = config.get("model_type") if isinstance(config, dict) else None
+        raise PSPInputError(f"{config_file}: model_type is {model_type!r}, expected 'psp'")
+    missing = [name for name in ("model.safetensors", "tokenizer.json") if not (folder / name).is_file()]
+    if missing:
+        raise PSPInputError(f"MODEL_DIR {folder}: missing {', '.join(missing)}")
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `psp push`."""
+    from .card import CARD_FILENAME, LANGUAGES, render_model_card
+    from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
+    from .sentence_transformers import write_sentence_transformers_files
+
+    folder = Path(args.model_dir)
+    check_model_folder(folder)
+    if args.language is not None and args.language not in LANGUAGES:
+        raise PSPInputError(f"--language {args.language!r}: no card template (known: {', '.join(LANGUAGES)})")
+    eval_results = _read_json(args.eval_results, "--eval-results")
+    training_info = _read_json(args.training_info, "--training-info")
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr)
+
+    extra: dict[str, bytes | Path] = {}
+    encoder = None
+    with tempfile.TemporaryDirectory(prefix="psp-push-extra-") as staging:
+        # What the folder lacks is staged elsewhere and uploaded beside it: MODEL_DIR itself is never written.
+        if not (folder / "modules.json").is_file() or (args.language and not (folder / CARD_FILENAME).is_file()):
+            from ..encoder import PSPEncoder
+
+            encoder = PSPEncoder.from_pretrained(folder)
+        if not (folder / "modules.json").is_file():
+            for path in write_sentence_transformers_files(staging, encoder):
+                extra[path.relative_to(staging).as_posix()] = path
+            say("adding the sentence-transformers layout (the folder had no modules.json)")
+        if not (folder / CARD_FILENAME).is_file():
+            if args.language:
+                card = render_model_card(
+                    encoder, args.language, eval_results=eval_results, training_info=training_info,
+                    repo_id=args.repo_id,
+                )  # fmt: skip
+                extra[CARD_FILENAME] = card.encode("utf-8")
+                say(f"adding a model card rendered from hub_cards/{args.language}.md")
+            else:
+                say("note: the folder has no README.md; pass --language to upload a model card with it")
+        try:
+            url = push_folder(
+                folder,
+                args.repo_id,
+                private=args.private,
+                revision=args.revision,
+                commit_message=args.commit_message or DEFAULT_COMMIT_MESSAGE,
+                token=args.token,
+                repo_type=args.repo_type,
+                extra_files=extra,
+                retry_args=_card_arguments(args),
+            )
+        except PSPPushError as error:
+            print(f"psp: error: {error}", file=sys.stderr)
+            return 1
+    say(f"pushed {folder} to {url}")
+    if not args.quiet:
+        print(url)
+    return 0
