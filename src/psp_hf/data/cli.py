@@ -1,0 +1,263 @@
+"""`psp prepare paraphrases|bitext`: the data recipes from the command line.
+
+psp prepare paraphrases para-nmt-50m.txt --out data/paranmt --push-to-hub org/paranmt
+psp prepare paraphrases train.pairs.tsv.gz --no-score-filter --out data/flickr-pairs
+psp prepare bitext --lang de de-en.tsv.gz --out data/bitext-de
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from ..errors import PSPInputError
+
+
+def _columns(value: str) -> list:
+    from .readers import parse_column
+
+    parts = value.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"--columns takes two columns like 2,3 or de,en; got {value!r}")
+    try:
+        return [parse_column(part) for part in parts]
+    except PSPInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _column(value: str):
+    from .readers import parse_column
+
+    try:
+        return parse_column(value)
+    except PSPInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _languages(value: str) -> list[str]:
+    codes = [code.strip() for code in value.split(",") if code.strip()]
+    if not codes:
+        raise argparse.ArgumentTypeError(f"expected language codes like en,cs; got {value!r}")
+    return codes
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return number
+
+
+def _add_io(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TSV files (.tsv, .tsv.gz, .txt)")
+    parser.add_argument("--out", help="write the dataset folder here (atomically)")
+    parser.add_argument("--push-to-hub", metavar="REPO", help="upload the dataset to this Hub dataset repo")
+    parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    group = parser.add_argument_group("input format")
+    group.add_argument(
+        "--header",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="is the first line a header? auto: yes when it names the expected columns (default)",
+    )
+    group.add_argument(
+        "--columns",
+        type=_columns,
+        default=None,
+        help="the pair's two columns: 1-based numbers (2,3) or header names (sentence1,sentence2)",
+    )
+    group.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="skip (and count) lines that are not UTF-8, have the wrong column count or a bad score, "
+        "instead of stopping with file:line",
+    )
+    group.add_argument("--limit", type=_positive, default=None, help="read at most this many pairs")
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="keep the case")
+    group.add_argument("--no-dedupe", dest="dedupe", action="store_false", help="keep exact duplicate pairs")
+    group.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep the input order")
+    group.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")
+    group.add_argument(
+        "--num-shards", type=_positive, default=None, help="parquet shards (default: about one per million pairs)"
+    )
+    group.add_argument(
+        "--vocab-size",
+        type=_positive,
+        default=50000,
+        help="sentencepiece vocabulary trained on the output (default 50000)",
+    )
+    group.add_argument(
+        "--no-tokenizer", dest="train_tokenizer", action="store_false", help="do not train the sentencepiece vocabulary"
+    )
+    group.add_argument("--batch-size", type=_positive, default=8192, help="pairs per filtering batch")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+
+
+def _add_length(parser: argparse.ArgumentParser, low: int, high: int) -> None:
+    group = parser.add_argument_group("token length")
+    group.add_argument("--min-tokens", type=int, default=low, help=f"minimum tokens per side (default {low})")
+    group.add_argument("--max-tokens", type=int, default=high, help=f"maximum tokens per side (default {high})")
+    group.add_argument(
+        "--length-unit",
+        choices=["auto", "words", "chars"],
+        default="auto",
+        help="words = whitespace tokens; chars = non-space characters; auto: chars for languages written "
+        "without spaces (zh, ja, th, ...), words otherwise",
+    )
+    group.add_argument("--no-length-filter", dest="length_filter", action="store_false")
+
+
+def _add_candidates(parser) -> None:
+    parser.add_argument(
+        "--langid-candidates",
+        type=_languages,
+        default=None,
+        metavar="CODES",
+        help="languages langid may choose from, comma-separated (default: all 97); e.g. en,cs for "
+        "Czech-English back-translations cuts false rejections of short English sentences",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `psp prepare` (sub-subcommands `paraphrases` and `bitext`)."""
+    sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+
+    para = sub.add_parser(
+        "paraphrases",
+        help="filter ParaNMT-format paraphrase pairs",
+        description="Filter paraphrase pairs (sentence1, sentence2, optional score) into a datasets folder: "
+        "lowercase, empty side, token length, trigram overlap, duplicates, language ID, paraphrase score.",
+    )
+    _add_io(para)
+    para.add_argument(
+        "--score-column",
+        type=_column,
+        default=None,
+        help="column with the paraphrase score (default: 'score' in a header, or column 3 of a "
+        "headerless 3-column file)",
+    )
+    group = para.add_argument_group("filters")
+    group.add_argument("--lang", default="en", help="language of both sides (default en)")
+    group.add_argument("--no-langid", dest="langid", action="store_false", help="skip language identification")
+    _add_candidates(group)
+    group.add_argument("--min-score", type=float, default=0.7, help="minimum paraphrase score (default 0.7)")
+    group.add_argument("--max-score", type=float, default=1.0, help="maximum paraphrase score (default 1.0)")
+    group.add_argument(
+        "--score-model", default=None, help="psp model (folder or Hub id) whose cosine is the paraphrase score"
+    )
+    group.add_argument("--no-score-filter", dest="score_filter", action="store_false")
+    group.add_argument(
+        "--max-overlap",
+        type=float,
+        default=0.5,
+        help="maximum trigram overlap, shared / trigrams of the shorter side (default 0.5)",
+    )
+    group.add_argument("--no-overlap-filter", dest="overlap_filter", action="store_false")
+    _add_length(para, 5, 40)
+    _add_output(para)
+
+    bitext = sub.add_parser(
+        "bitext",
+        help="filter X–English bitext",
+        description="Filter <lang>–English bitext into a datasets folder with columns <lang> and en: lowercase, "
+        "empty side, token length, duplicates, optional language ID, shuffle; shared sentencepiece vocabulary.",
+    )
+    bitext.add_argument("--lang", required=True, help="the non-English language (e.g. de, zh)")
+    _add_io(bitext)
+    bitext.add_argument("--langid", action="store_true", help="also check with langid that the sides are <lang> and en")
+    _add_candidates(bitext)
+    _add_length(bitext, 3, 100)
+    _add_output(bitext)
+
+
+def _command(args: argparse.Namespace) -> str:
+    argv = sys.argv[1:]
+    if argv[:2] == ["prepare", args.kind]:
+        return shlex.join(["psp", *argv])
+    # Called as a library (tests, notebooks): the inputs and destinations are what identifies the run.
+    parts = ["psp", "prepare", args.kind, *args.inputs]
+    if args.kind == "bitext":
+        parts += ["--lang", args.lang]
+    if args.out:
+        parts += ["--out", args.out]
+    if args.push_to_hub:
+        parts += ["--push-to-hub", args.push_to_hub]
+    return shlex.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `psp prepare`; prints a summary of the counts on stderr."""
+    from .prepare import prepare_bitext, prepare_paraphrases
+
+    if args.out is None and args.push_to_hub is None:
+        raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
+    common = {
+        "out": args.out,
+        "push_to_hub": args.push_to_hub,
+        "private": args.private,
+        "overwrite": args.overwrite,
+        "columns": args.columns,
+        "header": args.header,
+        "skip_bad_lines": args.skip_bad_lines,
+        "length_filter": args.length_filter,
+        "min_tokens": args.min_tokens,
+        "max_tokens": args.max_tokens,
+        "length_unit": args.length_unit,
+        "lowercase": args.lowercase,
+        "dedupe": args.dedupe,
+        "shuffle": args.shuffle,
+        "seed": args.seed,
+        "num_shards": args.num_shards,
+        "vocab_size": args.vocab_size,
+        "train_tokenizer": args.train_tokenizer,
+        "batch_size": args.batch_size,
+        "limit": args.limit,
+        "langid_candidates": args.langid_candidates,
+        "command": _command(args),
+        "progress": not args.quiet and sys.stderr.isatty(),
+    }
+    if args.kind == "paraphrases":
+        report = prepare_paraphrases(
+            args.inputs,
+            score_column=args.score_column,
+            language=args.lang,
+            langid=args.langid,
+            score_filter=args.score_filter,
+            min_score=args.min_score,
+            max_score=args.max_score,
+            score_model=args.score_model,
+            overlap_filter=args.overlap_filter,
+            max_overlap=args.max_overlap,
+            **common,
+        )
+    else:
+        report = prepare_bitext(args.inputs, args.lang, langid=args.langid, **common)
+    if not args.quiet:
+        _print_summary(report)
+    return 0
+
+
+def _print_summary(report: dict) -> None:
+    lines = [f"pairs in: {report['pairs_in']:,}"]
+    if report["bad_lines"]["count"]:
+        lines.append(f"bad lines skipped: {report['bad_lines']['count']:,}")
+    for step in report["steps"]:
+        if step["name"] == "lowercase":
+            continue
+        removed = f"{step['removed']:,}" if step["enabled"] else "off"
+        lines.append(f"  removed by {step['name']}: {removed}")
+    lines.append(f"pairs out: {report['pairs_out']:,} ({report['pairs_per_second']:,.0f} pairs/s)")
+    where = report.get("path") or report.get("url")
+    if report.get("path"):
+        lines.append(f"wrote {report['path']} (report in {report['path']}/report/)")
+    if report.get("url"):
+        lines.append(f"pushed to {report['url']}")
+    if not where:
+        lines.append("nothing written")
+    print("\n".join(lines), file=sys.stderr)
