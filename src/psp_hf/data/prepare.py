@@ -19,6 +19,7 @@ score model is given); bitext `<lang>` (e.g. `de`) and `en`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -99,7 +100,7 @@ def _publish(staging: Path, out: Path) -> None:
 
 
 def _batches(
-    readers: Sequence[PairReader], batch_size: int, limit: int | None
+    readers: Sequence[_LazyReader], batch_size: int, limit: int | None
 ) -> Iterator[tuple[list[str], list[str], list[float] | None]]:
     first: list[str] = []
     second: list[str] = []
@@ -107,9 +108,9 @@ def _batches(
     with_score = any(reader.has_score for reader in readers)
     seen = 0
     for reader in readers:
+        if limit is not None and seen >= limit:
+            break
         for a, b, s in reader:
-            if limit is not None and seen >= limit:
-                break
             seen += 1
             first.append(a)
             second.append(b)
@@ -118,8 +119,9 @@ def _batches(
             if len(first) >= batch_size:
                 yield first, second, (score if with_score else None)
                 first, second, score = [], [], []
-        if limit is not None and seen >= limit:
-            break
+            # Stop right after the last wanted pair, so no further line is read (or counted).
+            if limit is not None and seen >= limit:
+                break
     if first:
         yield first, second, (score if with_score else None)
 
@@ -190,6 +192,7 @@ def _run(
     if out is None and push_to_hub is None:
         raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
     staging = _staging_dir(out, overwrite) if out is not None else Path(tempfile.mkdtemp(prefix="psp-prepare-"))
+    keep_staging = False
     try:
         shard_count = num_shards or estimate_num_shards(paths)
         writer = ShardWriter(staging / DATA_DIR, schema, seed=seed if shuffle else None, num_shards=shard_count)
@@ -262,6 +265,8 @@ def _run(
             "seconds": {"filter_and_write": round(filter_seconds, 3), "tokenizer": round(tokenizer_seconds, 3)},
             "pairs_per_second": chain.pairs_in / filter_seconds if filter_seconds > 0 else 0.0,
         }
+        report["repo_id"] = push_to_hub
+        report["out"] = None if out is None else str(out)
         write_report(report, staging / REPORT_DIR)
         (staging / "README.md").write_text(dataset_card(report), encoding="utf-8")
         if out is not None:
@@ -269,12 +274,20 @@ def _run(
             report["path"] = str(out)
         folder = out if out is not None else staging
         if push_to_hub is not None:
-            report["url"] = push_dataset(
-                folder, push_to_hub, private=private, commit_message=f"psp prepare {kind}: {chain.pairs_out:,} pairs"
-            )
+            try:
+                report["url"] = push_dataset(
+                    folder,
+                    push_to_hub,
+                    private=private,
+                    commit_message=f"psp prepare {kind}: {chain.pairs_out:,} pairs",
+                )
+            except Exception:
+                # Without --out the prepared folder exists only in `staging`: keep it for the retry the error gives.
+                keep_staging = out is None
+                raise
         return report
     finally:
-        if staging.exists():
+        if staging.exists() and not keep_staging:
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -581,18 +594,28 @@ def push_dataset(
     token: str | None = None,
     commit_message: str | None = None,
 ) -> str:
-    """Upload a prepared folder as a Hub dataset repo (created if missing); returns the commit URL."""
-    from huggingface_hub import HfApi
+    """Upload a prepared folder as a Hub dataset repo (created if missing) in one commit; returns the repo URL.
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(
-        folder_path=str(folder),
-        repo_id=repo_id,
+    The uploaded card's `load_dataset(...)` example names `repo_id`; the local folder is not modified.
+    Raises `psp_hf.hub.PSPPushError` (with a `psp push ... --repo-type dataset` retry command) on Hub errors.
+    """
+    from ..hub import push_folder
+
+    folder = Path(folder)
+    extra = {}
+    card = folder / "README.md"
+    if card.is_file():
+        text = card.read_text(encoding="utf-8")
+        extra["README.md"] = re.sub(r'load_dataset\("[^"]*"', f'load_dataset("{repo_id}"', text, count=1).encode()
+    return push_folder(
+        folder,
+        repo_id,
+        private=private,
+        token=token,
         repo_type="dataset",
         commit_message=commit_message or "psp prepare",
+        extra_files=extra,
     )
-    return str(getattr(info, "commit_url", info))
 
 
 def tokenizer_folder(dataset: str | os.PathLike, revision: str | None = None, token: str | None = None) -> Path | None:

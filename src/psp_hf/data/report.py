@@ -161,7 +161,7 @@ Made by `psp prepare {kind}` (psp-hf {report["psp_hf_version"]}): {report["pairs
 ```python
 from datasets import load_dataset
 
-pairs = load_dataset("<this repo or folder>", split="train", streaming=True)
+pairs = load_dataset("{report.get("repo_id") or report.get("out") or "<this folder>"}", split="train", streaming=True)
 ```
 
 ## Columns
