@@ -69,6 +69,8 @@ _SETTING_LABELS = {
     "epochs": "epochs",
     "max_steps": "step limit",
     "steps": "steps trained",
+    "pairs_seen": "pairs seen",
+    "train_seconds": "training time (s)",
     "seed": "seed",
     "dev": "dev set",
     "keep": "weights kept",
@@ -227,16 +229,26 @@ def _format_number(value: float) -> str:
     return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
 
 
+def _short_path(text: str) -> str:
+    # A machine's absolute paths say nothing to a reader of the card; the last folders name the data set.
+    path = Path(text)
+    if path.is_absolute() or text.startswith(("./", "../", "~")):
+        return "/".join(path.parts[-3:])
+    return text
+
+
 def _format_setting(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
         return _format_number(value)
     if isinstance(value, (list, tuple)):
-        return ", ".join(f"`{item}`" for item in value) if value else "—"
+        return ", ".join(f"`{_short_path(str(item))}`" for item in value) if value else "—"
     if value is None or value == "":
         return "—"
-    return f"`{value}`" if isinstance(value, str) and ("/" in value or "." in value) else str(value)
+    if isinstance(value, str) and ("/" in value or "." in value):
+        return f"`{_short_path(value)}`"
+    return str(value)
 
 
 def _flatten_settings(info: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -23,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card = parser.add_argument_group("model card (only when MODEL_DIR has no README.md)")
     card.add_argument("--language", help="render a card from the template for this language (en, ar, de, ...)")
     card.add_argument("--eval-results", type=Path, help="JSON file of evaluation results for the card")
+    card.add_argument(
+        "--baseline-results", type=Path,
+        help="JSON file of the untrained (random) table's results, shown beside --eval-results",
+    )  # fmt: skip
     card.add_argument("--training-info", type=Path, help="JSON file of the training run's settings for the card")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
@@ -45,7 +49,7 @@ def _card_arguments(args: argparse.Namespace) -> list[str]:
     # Part of the retry command: the card options only matter while the folder has no card of its own.
     found = []
     for option, value in (("--language", args.language), ("--eval-results", args.eval_results),
-                          ("--training-info", args.training_info)):
+                          ("--baseline-results", args.baseline_results), ("--training-info", args.training_info)):
         if value is not None:
             found += [option, str(Path(value).resolve()) if isinstance(value, Path) else value]
     return found
@@ -83,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--language {args.language!r}: no card template (known: {', '.join(LANGUAGES)})")
     eval_results = _read_json(args.eval_results, "--eval-results")
     training_info = _read_json(args.training_info, "--training-info")
+    baseline_results = _read_json(args.baseline_results, "--baseline-results")
 
     def say(message: str) -> None:
         if not args.quiet:
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             if args.language:
                 card = render_model_card(
                     encoder, args.language, eval_results=eval_results, training_info=training_info,
-                    repo_id=args.repo_id,
+                    baseline_results=baseline_results, repo_id=args.repo_id,
                 )  # fmt: skip
                 extra[CARD_FILENAME] = card.encode("utf-8")
                 say(f"adding a model card rendered from hub_cards/{args.language}.md")

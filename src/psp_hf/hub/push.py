@@ -17,6 +17,10 @@ from ..errors import PSPInputError
 
 DEFAULT_COMMIT_MESSAGE = "Upload P-SP model with psp-hf"
 
+#: Left out of every upload unless the caller passes its own patterns: `psp train` keeps its checkpoints,
+#: optimizer state and logs in `<output-dir>/training/`, which is not part of the published model.
+DEFAULT_IGNORE_PATTERNS = ("training/*",)
+
 
 class PSPPushError(RuntimeError):
     """The Hub refused an upload or could not be reached; the message says how to retry."""
@@ -91,7 +95,7 @@ def push_folder(
     token: str | bool | None = None,
     repo_type: str = "model",
     extra_files: Mapping[str, bytes | str | os.PathLike] | None = None,
-    ignore_patterns: Iterable[str] = (),
+    ignore_patterns: Iterable[str] | None = None,
     retry_args: Sequence[str] = (),
 ) -> str:
     """Create `repo_id` if needed and upload every file of `folder` in one commit; returns the repo's URL.
@@ -99,7 +103,8 @@ def push_folder(
     `revision` is a branch, created from the default branch if it does not exist. `extra_files` maps paths in
     the repo to bytes or local files uploaded beside (or instead of) the folder's own files, so a caller can
     change what is uploaded without writing into `folder`. Hidden files and `ignore_patterns` (fnmatch on the
-    path inside the folder) are left out. `retry_args` are added to the `psp push` command the error gives.
+    path inside the folder; default `DEFAULT_IGNORE_PATTERNS`) are left out. `retry_args` are added to the
+    `psp push` command the error gives.
 
     Raises `PSPInputError` for a missing folder or a malformed repo id, and `PSPPushError` when the Hub
     refuses or cannot be reached; `folder` is never modified.
@@ -119,6 +124,8 @@ def push_folder(
         raise PSPInputError(f"repo id {repo_id!r} is not valid: {str(error).splitlines()[0]}") from None
     if "/" not in repo_id:
         raise PSPInputError(f"repo id {repo_id!r}: expected <user or org>/<name>, e.g. my-org/p-sp-de")
+    if ignore_patterns is None:
+        ignore_patterns = DEFAULT_IGNORE_PATTERNS
     files: dict[str, bytes | Path] = dict(_local_files(folder, ignore_patterns))
     card = files.get(CARD_FILENAME)
     if isinstance(card, Path):
@@ -195,4 +202,11 @@ def push_encoder(
     return url
 
 
-__all__ = ["DEFAULT_COMMIT_MESSAGE", "PSPPushError", "push_encoder", "push_folder", "retry_command"]
+__all__ = [
+    "DEFAULT_COMMIT_MESSAGE",
+    "DEFAULT_IGNORE_PATTERNS",
+    "PSPPushError",
+    "push_encoder",
+    "push_folder",
+    "retry_command",
+]
