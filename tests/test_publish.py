@@ -298,3 +298,15 @@ def test_psp_push_errors(encoder, hub_server, hub_repo_id, tmp_path, capsys):
         assert main(["push", str(folder), hub_repo_id, "--private", "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("psp: error: pushing") and f"psp push {folder.resolve()} {hub_repo_id} --private" in err
+
+
+def test_psp_push_dataset_folder_as_it_is(hub_server, hub_repo_id, tmp_path):
+    folder = tmp_path / "prepared"
+    (folder / "training").mkdir(parents=True)
+    (folder / "training" / "part-0.parquet").write_bytes(b"PAR1 not really")
+    (folder / "README.md").write_text("---\nlicense: mit\n---\n# pairs\n")
+    assert main(["push", str(folder), hub_repo_id, "--repo-type", "dataset", "-q"]) == 0
+    files = hub_server.repo_files(hub_repo_id, repo_type="dataset")
+    # No model checks and no model-only exclusions for datasets.
+    assert files["training/part-0.parquet"] == b"PAR1 not really" and "README.md" in files
+    assert main(["push", str(folder), hub_repo_id, "--repo-type", "dataset", "--language", "de"]) == 2

@@ -13,12 +13,18 @@ from ..errors import PSPInputError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `psp push`."""
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="psp model folder (as written by save_pretrained)")
+    parser.add_argument(
+        "model_dir", metavar="MODEL_DIR",
+        help="psp model folder (as written by save_pretrained), or a prepared dataset folder with --repo-type dataset",
+    )  # fmt: skip
     parser.add_argument("repo_id", metavar="REPO_ID", help="Hub repo id, e.g. my-org/p-sp-de (created if missing)")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--revision", help="branch to push to (created if missing; default: the main branch)")
     parser.add_argument("--commit-message", default=None, help="message of the Hub commit")
-    parser.add_argument("--repo-type", default="model", choices=("model",), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--repo-type", default="model", choices=("model", "dataset"),
+        help="model (default) or dataset (a folder written by `psp prepare`, uploaded as it is)",
+    )  # fmt: skip
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
     card = parser.add_argument_group("model card (only when MODEL_DIR has no README.md)")
     card.add_argument("--language", help="render a card from the template for this language (en, ar, de, ...)")
@@ -75,6 +81,26 @@ def check_model_folder(folder: Path) -> dict:
     return config
 
 
+def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
+    from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
+
+    if not folder.is_dir():
+        raise PSPInputError(f"MODEL_DIR {folder}: no such folder")
+    if args.language or args.eval_results or args.baseline_results or args.training_info:
+        raise PSPInputError("--language, --eval-results, --baseline-results and --training-info are for models")
+    try:
+        url = push_folder(
+            folder, args.repo_id, private=args.private, revision=args.revision,
+            commit_message=args.commit_message or DEFAULT_COMMIT_MESSAGE, token=args.token, repo_type="dataset",
+        )  # fmt: skip
+    except PSPPushError as error:
+        print(f"psp: error: {error}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(url)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run `psp push`."""
     from .card import CARD_FILENAME, LANGUAGES, render_model_card
@@ -82,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     from .sentence_transformers import write_sentence_transformers_files
 
     folder = Path(args.model_dir)
+    if args.repo_type == "dataset":
+        return _push_dataset(folder, args)
     check_model_folder(folder)
     if args.language is not None and args.language not in LANGUAGES:
         raise PSPInputError(f"--language {args.language!r}: no card template (known: {', '.join(LANGUAGES)})")

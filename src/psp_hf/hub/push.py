@@ -17,8 +17,8 @@ from ..errors import PSPInputError
 
 DEFAULT_COMMIT_MESSAGE = "Upload P-SP model with psp-hf"
 
-#: Left out of every upload unless the caller passes its own patterns: `psp train` keeps its checkpoints,
-#: optimizer state and logs in `<output-dir>/training/`, which is not part of the published model.
+#: Left out of every model upload unless the caller passes its own patterns: `psp train` keeps its
+#: checkpoints, optimizer state and logs in `<output-dir>/training/`, which is not part of the published model.
 DEFAULT_IGNORE_PATTERNS = ("training/*",)
 
 
@@ -103,8 +103,8 @@ def push_folder(
     `revision` is a branch, created from the default branch if it does not exist. `extra_files` maps paths in
     the repo to bytes or local files uploaded beside (or instead of) the folder's own files, so a caller can
     change what is uploaded without writing into `folder`. Hidden files and `ignore_patterns` (fnmatch on the
-    path inside the folder; default `DEFAULT_IGNORE_PATTERNS`) are left out. `retry_args` are added to the
-    `psp push` command the error gives.
+    path inside the folder; default `DEFAULT_IGNORE_PATTERNS` for models, nothing otherwise) are left out.
+    `retry_args` are added to the `psp push` command the error gives.
 
     Raises `PSPInputError` for a missing folder or a malformed repo id, and `PSPPushError` when the Hub
     refuses or cannot be reached; `folder` is never modified.
@@ -125,7 +125,7 @@ def push_folder(
     if "/" not in repo_id:
         raise PSPInputError(f"repo id {repo_id!r}: expected <user or org>/<name>, e.g. my-org/p-sp-de")
     if ignore_patterns is None:
-        ignore_patterns = DEFAULT_IGNORE_PATTERNS
+        ignore_patterns = DEFAULT_IGNORE_PATTERNS if repo_type == "model" else ()
     files: dict[str, bytes | Path] = dict(_local_files(folder, ignore_patterns))
     card = files.get(CARD_FILENAME)
     if isinstance(card, Path):
