@@ -92,25 +92,28 @@ def test_train_push_and_load_everywhere(bitext_dir, hub_server, tmp_path):
     assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_psp.py"} <= set(pushed)
     assert not any(name.startswith("training/") for name in pushed)
 
-    # The card's numbers come from the run itself: its settings and its dev scores before and after training.
-    events = [json.loads(line) for line in (output / "training" / "metrics.jsonl").read_text().splitlines()]
-    evals = [event for event in events if event["event"] == "eval"]
-    end = next(event for event in events if event["event"] == "end")
-    eval_results = tmp_path / "eval_results.json"
-    eval_results.write_text(json.dumps({"stsb": {"dev": {"pearson": end["best_score"]}}}))
-    baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"stsb": {"dev": {"pearson": evals[0]["dev_stsb_pearson"]}}}))
-    assert evals[0]["step"] == 0
+    # The card's numbers come from the run itself: `psp eval` of the trained model and of an untrained table
+    # over the same vocabulary (the floor), and the run's own settings.
+    encoder = PSPEncoder.from_pretrained(output)
+    untrained = tmp_path / "untrained"
+    PSPEncoder.from_tokenizer(encoder.tokenizer, hidden_size=encoder.dim, seed=args.seed).save_pretrained(untrained)
+    reports = {}
+    for name, folder in (("trained", output), ("untrained", untrained)):
+        reports[name] = tmp_path / f"{name}.json"
+        eval_argv = ["eval", "-m", str(folder), "--tasks", "stsb", "tatoeba", "--tatoeba-langs", "de",
+                     "--data", str(DATA), "-o", str(reports[name]), "-q"]  # fmt: skip
+        assert main(eval_argv) == 0
+    end = next(e for e in map(json.loads, (output / "training" / "metrics.jsonl").read_text().splitlines())
+               if e["event"] == "end")  # fmt: skip
     training_info = tmp_path / "training_info.json"
     info = {**json.loads((output / "training" / "args.json").read_text()), "steps": end["step"],
             "pairs_seen": end["pairs_seen"]}  # fmt: skip
     training_info.write_text(json.dumps(info))
     # Whatever the trained folder lacks (sentence-transformers layout, card) `psp push` adds on the way up.
-    argv = ["push", str(output), repo_id, "--language", "de", "--eval-results", str(eval_results),
-            "--baseline-results", str(baseline), "--training-info", str(training_info), "-q"]  # fmt: skip
+    argv = ["push", str(output), repo_id, "--language", "de", "--eval-results", str(reports["trained"]),
+            "--baseline-results", str(reports["untrained"]), "--training-info", str(training_info), "-q"]  # fmt: skip
     assert main(argv) == 0
 
-    encoder = PSPEncoder.from_pretrained(output)
     test_pairs = _read_bitext(bitext_dir / "test_2016_flickr.tsv.gz", 40)
     sentences = [de for de, _ in test_pairs] + [en for _, en in test_pairs] + ["", "ein ☃ mann", "✈✈", "<unk>"]
     before = encoder.encode(sentences)
@@ -129,7 +132,14 @@ def test_train_push_and_load_everywhere(bitext_dir, hub_server, tmp_path):
 
     card = ModelCard.load(repo_id)
     assert set(card.data.language) == {"de", "en"} and card.data.pipeline_tag == "sentence-similarity"
-    assert card.data.eval_results, "the card carries the run's eval results in its model-index"
     assert repo_id in card.text and "<org>" not in card.text
-    for result_row in card.data.eval_results:
-        assert isinstance(result_row.metric_value, float)
+    # The model-index holds exactly what psp eval measured for this folder.
+    measured = json.loads(reports["trained"].read_text())["models"][0]["card_results"]
+    found = {(r.dataset_type, r.dataset_config, r.dataset_split, r.metric_type): r.metric_value
+             for r in card.data.eval_results}  # fmt: skip
+    assert found[("mteb/stsbenchmark-sts", None, "test", "pearson")] == measured["stsb"]["test"]["pearson"]
+    assert found[("mteb/tatoeba-bitext-mining", "deu-eng", "test", "error_rate")] == measured["tatoeba"]["de"][
+        "error_rate"
+    ]
+    floor = json.loads(reports["untrained"].read_text())["models"][0]["card_results"]["stsb"]["test"]["pearson"]
+    assert f"| {measured['stsb']['test']['pearson']:.4g} | {floor:.4g} |" in card.text

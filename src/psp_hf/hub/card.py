@@ -108,6 +108,15 @@ _SENTEVAL = {
 _TATOEBA_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "cmn"}
 
 
+def _tatoeba_code(language: str) -> str:
+    # The evaluation package knows more two-letter codes than the card's languages; it is optional here.
+    try:
+        from ..evaluation.data import TATOEBA_CODES
+    except ImportError:
+        TATOEBA_CODES = {}  # noqa: N806 - same name as the optional import
+    return TATOEBA_CODES.get(language) or _TATOEBA_CODES.get(language, language)
+
+
 def _describe_task(path: tuple[str, ...]) -> _Task:
     """Dataset metadata of a task from its key path (`("sts17", "ar-ar")`, `("stsb", "test")`, ...)."""
     keys = [part.lower().replace("_", "-") for part in path]
@@ -131,7 +140,7 @@ def _describe_task(path: tuple[str, ...]) -> _Task:
         return _Task(*_STS, f"STS17 ({pair})" if pair else "STS17", "mteb/sts17-crosslingual-sts", pair or None, "test")
     if head.startswith("tatoeba"):
         language = "-".join(part for part in [head[len("tatoeba") :].strip("-"), *rest] if part)
-        code = _TATOEBA_CODES.get(language, language)
+        code = _tatoeba_code(language)
         config = f"{code}-eng" if code and not code.endswith("-eng") else code or None
         name = f"Tatoeba ({config})" if config else "Tatoeba"
         return _Task(*_MINING, name, "mteb/tatoeba-bitext-mining", config, "test")
@@ -266,7 +275,7 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     settings = {
         key: value
         for key, value in _flatten_settings(training_info).items()
-        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results")
+        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results") and value is not None
     }
     if not settings:
         return "The training settings were not recorded with this checkpoint."

@@ -28,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
     card = parser.add_argument_group("model card (only when MODEL_DIR has no README.md)")
     card.add_argument("--language", help="render a card from the template for this language (en, ar, de, ...)")
-    card.add_argument("--eval-results", type=Path, help="JSON file of evaluation results for the card")
+    card.add_argument(
+        "--eval-results", type=Path,
+        help="the JSON report of `psp eval` for this model, or a JSON object of task -> metric -> value",
+    )  # fmt: skip
     card.add_argument(
         "--baseline-results", type=Path,
         help="JSON file of the untrained (random) table's results, shown beside --eval-results",
@@ -59,6 +62,25 @@ def _card_arguments(args: argparse.Namespace) -> list[str]:
         if value is not None:
             found += [option, str(Path(value).resolve()) if isinstance(value, Path) else value]
     return found
+
+
+def _card_results(value: dict | None, folder: Path, option: str) -> dict | None:
+    """A plain nested results dict as it is; from a `psp eval` JSON report, the entry of this model."""
+    if value is None or not str(value.get("format", "")).startswith("psp-eval/"):
+        return value
+    models = value.get("models") or []
+    if len(models) > 1:
+        # A report of several models: the one evaluated from this folder (by path, else by folder name).
+        target = folder.resolve()
+        chosen = [m for m in models if Path(str(m.get("model", {}).get("model_id", ""))).resolve() == target]
+        chosen = chosen or [m for m in models if m.get("model", {}).get("name") == folder.resolve().name]
+        if len(chosen) != 1:
+            names = ", ".join(str(m.get("model", {}).get("name")) for m in models)
+            raise PSPInputError(f"{option}: the report holds several models ({names}); none is clearly {folder}")
+        models = chosen
+    if not models or "card_results" not in models[0]:
+        raise PSPInputError(f"{option}: a psp eval report without results (no models[].card_results)")
+    return models[0]["card_results"]
 
 
 def check_model_folder(folder: Path) -> dict:
@@ -113,9 +135,11 @@ def run(args: argparse.Namespace) -> int:
     check_model_folder(folder)
     if args.language is not None and args.language not in LANGUAGES:
         raise PSPInputError(f"--language {args.language!r}: no card template (known: {', '.join(LANGUAGES)})")
-    eval_results = _read_json(args.eval_results, "--eval-results")
+    eval_results = _card_results(_read_json(args.eval_results, "--eval-results"), folder, "--eval-results")
     training_info = _read_json(args.training_info, "--training-info")
-    baseline_results = _read_json(args.baseline_results, "--baseline-results")
+    baseline_results = _card_results(
+        _read_json(args.baseline_results, "--baseline-results"), folder, "--baseline-results"
+    )
 
     def say(message: str) -> None:
         if not args.quiet:
