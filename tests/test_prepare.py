@@ -430,3 +430,33 @@ def test_cli_prepare_reports_errors_with_file_and_line(tmp_path, capsys):
     assert code == 0
     err = capsys.readouterr().err
     assert "pairs in: 8" in err and "removed by language: off" in err and "pairs out: 3" in err
+
+
+def test_memory_does_not_grow_with_the_input(tmp_path):
+    import tracemalloc
+
+    from psp_hf.data.prepare import prepare_paraphrases
+
+    def pairs_file(n: int):
+        lines = (f"sentence number {i} about a dog\tanother sentence {i} about a cat\t0.8\n" for i in range(n))
+        return _write(tmp_path / f"pairs-{n}.txt.gz", "".join(lines))
+
+    def run(path) -> None:
+        prepare_paraphrases(
+            [path], tmp_path / "out", overwrite=True, shuffle=False, train_tokenizer=False, batch_size=500,
+            langid=False,
+        )  # fmt: skip
+
+    def peak(path) -> int:
+        tracemalloc.start()
+        try:
+            run(path)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = pairs_file(1_000), pairs_file(10_000)
+    run(small)  # warm-up outside tracemalloc: imports and caches
+    growth = peak(large) - peak(small)
+    # 9,000 more pairs (~1.6 MB as Python strings): only the duplicate filter's hashes (8 bytes a pair) may grow.
+    assert growth < 500_000, growth
