@@ -310,3 +310,26 @@ def test_psp_push_dataset_folder_as_it_is(hub_server, hub_repo_id, tmp_path):
     # No model checks and no model-only exclusions for datasets.
     assert files["training/part-0.parquet"] == b"PAR1 not really" and "README.md" in files
     assert main(["push", str(folder), hub_repo_id, "--repo-type", "dataset", "--language", "de"]) == 2
+
+
+def test_psp_push_picks_this_folder_from_a_psp_eval_report(encoder, hub_server, hub_repo_id, tmp_path, capsys):
+    folder = _saved(encoder, tmp_path / "p-sp-tr")
+    report = {
+        "format": "psp-eval/1",
+        "models": [
+            {"model": {"name": "minilm", "model_id": "minilm"}, "card_results": {"stsb": {"test": {"pearson": 82.7}}}},
+            {"model": {"name": "p-sp-tr", "model_id": str(folder)},
+             "card_results": {"sickr": {"test": {"pearson": 33.3}}}},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert main(["push", str(folder), hub_repo_id, "--language", "tr", "--eval-results", str(path), "-q"]) == 0
+    readme = hub_server.repo_files(hub_repo_id)["README.md"].decode()
+    assert "33.3" in readme and "82.7" not in readme
+    # Neither model is this folder: refuse rather than guess.
+    report["models"][1]["model"] = {"name": "other", "model_id": "other"}
+    path.write_text(json.dumps(report))
+    other = _saved(encoder, tmp_path / "p-sp-ru")
+    assert main(["push", str(other), hub_repo_id, "--language", "ru", "--eval-results", str(path)]) == 2
+    assert "holds several models" in capsys.readouterr().err
