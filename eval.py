@@ -1,0 +1,12 @@
+"""Evaluate sentence encoders like the papers: `python eval.py --model ID_OR_PATH [--tasks ...]` (= `psp eval`).
+
+Prints the papers' tables (STS 2012-2016, STS-B, SICK-R, STS17, Tatoeba, SentEval) with the papers' P-SP rows
+beside the measured ones; `--output results.json` also writes the Markdown and the model card's model-index.
+"""
+
+import sys
+
+from psp_hf.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["eval", *sys.argv[1:]]))

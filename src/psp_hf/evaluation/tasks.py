@@ -1,0 +1,445 @@
+"""The evaluation tasks and the harness that runs them: `evaluate_model` and `sts_dev_score`.
+
+Every score is x100, as in the papers' tables: Pearson/Spearman x100, Tatoeba error rate in %, accuracy in %.
+STS similarities are the cosine of the two embeddings (unsupervised, no training on STS data).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import PSPInputError
+from . import data as data_module
+from . import senteval
+from .adapters import EncoderAdapter, wrap_encoder
+
+STS_YEAR_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16")
+STS_TASKS: tuple[str, ...] = (*STS_YEAR_TASKS, "stsb", "sickr")
+MULTILINGUAL_TASKS: tuple[str, ...] = ("sts17", "tatoeba")
+SENTEVAL_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "trec", "sst2", "sst5", "mrpc", "sicke")
+ALL_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS + SENTEVAL_TASKS
+# What `psp eval` runs without --tasks: everything (SentEval takes minutes; `--tasks fast` skips it).
+DEFAULT_TASKS: tuple[str, ...] = ALL_TASKS
+FAST_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS
+TASK_GROUPS: dict[str, tuple[str, ...]] = {
+    "all": ALL_TASKS,
+    "fast": FAST_TASKS,
+    "sts": STS_TASKS,
+    "sts12-16": STS_YEAR_TASKS,
+    "multilingual": MULTILINGUAL_TASKS,
+    "senteval": SENTEVAL_TASKS,
+}
+# Spellings from the papers and SentEval that name the same task.
+TASK_ALIASES: dict[str, str] = {
+    "sts-b": "stsb", "stsbenchmark": "stsb", "sick-r": "sickr", "sickrelatedness": "sickr",
+    "sick-e": "sicke", "sickentailment": "sicke", "sst-2": "sst2", "sst-5": "sst5", "sts2017": "sts17",
+    "sts12-train": "sts12",
+}  # fmt: skip
+# Pairs that `sts_dev_score` accepts: small, fast sets for checking a model during training.
+DEV_SPLITS: tuple[str, ...] = (
+    "stsb-train", "stsb-dev", "stsb-test", "sickr-train", "sickr-trial", "sickr-test",
+    *(f"sts17-{pair}" for pair in data_module.STS17_FILES),
+)  # fmt: skip
+
+
+def resolve_tasks(names: Iterable[str] | None) -> list[str]:
+    """Task names (groups expanded, aliases resolved) in canonical order; unknown names list the valid ones."""
+    if names is None:
+        return list(DEFAULT_TASKS)
+    wanted: set[str] = set()
+    for raw in names:
+        for name in str(raw).split(","):
+            key = name.strip().lower()
+            if not key:
+                continue
+            key = TASK_ALIASES.get(key, key)
+            if key in TASK_GROUPS:
+                wanted.update(TASK_GROUPS[key])
+            elif key in ALL_TASKS:
+                wanted.add(key)
+            else:
+                raise PSPInputError(
+                    f"unknown task {name.strip()!r}; valid tasks: {', '.join(ALL_TASKS)}; "
+                    f"groups: {', '.join(TASK_GROUPS)}"
+                )
+    if not wanted:
+        raise PSPInputError(f"no task given; valid tasks: {', '.join(ALL_TASKS)}; groups: {', '.join(TASK_GROUPS)}")
+    return [task for task in ALL_TASKS if task in wanted]
+
+
+@functools.cache
+def load_metric(name: str):
+    """One of the project's `evaluate` metric modules (`sts_correlation`, `bitext_mining`), loaded by path."""
+    import evaluate
+
+    path = Path(__file__).resolve().parent / "metrics" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"metric module {path} is missing")
+    # keep_in_memory: no cache files on disk, so concurrent runs never share or lock anything.
+    return evaluate.load(str(path), keep_in_memory=True)
+
+
+def cosine_pairs(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Cosine of row i of `left` with row i of `right` (0 where a row is all zeros)."""
+    left = np.asarray(left, dtype=np.float64)
+    right = np.asarray(right, dtype=np.float64)
+    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
+    return np.einsum("ij,ij->i", left, right) / np.maximum(norms, 1e-12)
+
+
+def _correlation(predictions: np.ndarray, gold: np.ndarray) -> dict:
+    scores = load_metric("sts_correlation").compute(predictions=predictions, references=gold)
+    return {"pearson": 100 * scores["pearson"], "spearman": 100 * scores["spearman"], "n": scores["n"]}
+
+
+@dataclass
+class _Run:
+    """What every task needs: the encoder, where the data is, and the run's options."""
+
+    encoder: EncoderAdapter
+    data_dir: Path
+    batch_size: int | None
+    progress: bool
+    tatoeba_languages: Sequence[str]
+    sts17_pairs: Sequence[str]
+    senteval_kfold: int
+    seed: int
+    files: set[Path] = field(default_factory=set)
+
+    def use(self, item: Any) -> Any:
+        """Record the files a data object came from (for the checksums in the report)."""
+        self.files.update(item.paths)
+        return item
+
+    def embed(self, sentences: Sequence[str], description: str) -> np.ndarray:
+        """Embeddings of `sentences`, each distinct sentence encoded once, shortest first."""
+        from tqdm.auto import tqdm
+
+        unique = list(dict.fromkeys(sentences))
+        # Length order: transformers pad each batch to its longest sentence.
+        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+        batch_size = self.batch_size or self.encoder.default_batch_size
+        chunk = max(4 * batch_size, 1024)
+        table: np.ndarray | None = None
+        with tqdm(
+            total=len(unique), desc=description, unit="sent", disable=not self.progress, leave=False, file=sys.stderr
+        ) as bar:
+            for start in range(0, len(order), chunk):
+                rows = order[start : start + chunk]
+                vectors = self.encoder.encode([unique[i] for i in rows], batch_size=batch_size)
+                if table is None:
+                    table = np.empty((len(unique), vectors.shape[1]), dtype=np.float32)
+                table[rows] = vectors
+                bar.update(len(rows))
+        if table is None:
+            raise PSPInputError(f"{description}: nothing to encode")
+        index = {sentence: i for i, sentence in enumerate(unique)}
+        return table[[index[sentence] for sentence in sentences]]
+
+    def classify_bar(self, task: str, total: int):
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=f"{task}: classify", disable=not self.progress, leave=False, file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------- STS tasks
+def _score_pair_sets(run: _Run, pair_sets: Sequence[data_module.PairSet], task: str) -> list[np.ndarray]:
+    """Cosine similarity of every pair of every set, encoding all their sentences in one go."""
+    sentences = [s for pairs in pair_sets for s in (*pairs.sentences1, *pairs.sentences2)]
+    embeddings = run.embed(sentences, f"{task}: encode")
+    out, at = [], 0
+    for pairs in pair_sets:
+        n = len(pairs)
+        out.append(cosine_pairs(embeddings[at : at + n], embeddings[at + n : at + 2 * n]))
+        at += 2 * n
+    return out
+
+
+def _run_sts_year(run: _Run, task: str) -> dict:
+    pair_sets = [run.use(pairs) for pairs in data_module.read_sts_year(run.data_dir, task)]
+    similarities = _score_pair_sets(run, pair_sets, task)
+    per_dataset = {
+        pairs.name: _correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)
+    }
+    everything = _correlation(np.concatenate(similarities), np.concatenate([p.gold for p in pair_sets]))
+    sizes = np.array([scores["n"] for scores in per_dataset.values()], dtype=np.float64)
+    pearsons = np.array([scores["pearson"] for scores in per_dataset.values()])
+    spearmans = np.array([scores["spearman"] for scores in per_dataset.values()])
+    return {
+        "datasets": per_dataset,
+        # The papers' number: the unweighted mean of the sub-datasets' Pearson.
+        "pearson_mean": float(pearsons.mean()),
+        "spearman_mean": float(spearmans.mean()),
+        "pearson_wmean": float(pearsons @ sizes / sizes.sum()),
+        # Reimers & Gurevych's number: one correlation over the year's pairs put together.
+        "all_spearman": everything["spearman"],
+        "all_pearson": everything["pearson"],
+        "n": everything["n"],
+    }
+
+
+def _run_stsb(run: _Run, task: str) -> dict:
+    splits = [run.use(data_module.read_stsb(run.data_dir, split)) for split in ("dev", "test")]
+    similarities = _score_pair_sets(run, splits, task)
+    return {
+        split: _correlation(sim, pairs.gold)
+        for split, pairs, sim in zip(("dev", "test"), splits, similarities, strict=True)
+    }
+
+
+def _run_sickr(run: _Run, task: str) -> dict:
+    test = run.use(data_module.read_sick_relatedness(run.data_dir, "test"))
+    (similarity,) = _score_pair_sets(run, [test], task)
+    return {"test": _correlation(similarity, test.gold)}
+
+
+def _run_sts17(run: _Run, task: str) -> dict:
+    pair_sets = [run.use(data_module.read_sts17(run.data_dir, pair)) for pair in run.sts17_pairs]
+    similarities = _score_pair_sets(run, pair_sets, task)
+    out: dict[str, Any] = {
+        pairs.name: _correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)
+    }
+    out["pearson_mean"] = float(np.mean([out[pairs.name]["pearson"] for pairs in pair_sets]))
+    return out
+
+
+def _run_tatoeba(run: _Run, task: str) -> dict:
+    languages = list(run.tatoeba_languages)
+    if [language.lower() for language in languages] == ["all"]:
+        languages = data_module.tatoeba_languages(run.data_dir)
+        if not languages:
+            raise PSPInputError(f"tatoeba: no test sets in {run.data_dir / 'tatoeba' / 'v1'}")
+    bitexts = [run.use(data_module.read_tatoeba(run.data_dir, language)) for language in languages]
+    sentences = [s for bitext in bitexts for s in (*bitext.other, *bitext.english)]
+    embeddings = run.embed(sentences, f"{task}: encode")
+    metric = load_metric("bitext_mining")
+    out: dict[str, Any] = {}
+    at = 0
+    for bitext in bitexts:
+        n = len(bitext)
+        # Plain lists reach the metric's Arrow table about twice as fast as numpy rows.
+        scores = metric.compute(
+            source_embeddings=embeddings[at : at + n].tolist(),
+            target_embeddings=embeddings[at + n : at + 2 * n].tolist(),
+        )
+        at += 2 * n
+        out[bitext.language] = {
+            "iso639_3": data_module.tatoeba_code(bitext.language),
+            "error_rate": 100 * scores["error_rate"],
+            "error_rate_xx_to_en": 100 * scores["error_rate_source_to_target"],
+            "error_rate_en_to_xx": 100 * scores["error_rate_target_to_source"],
+            "n": scores["n"],
+        }
+    out["error_rate_mean"] = float(np.mean([out[bitext.language]["error_rate"] for bitext in bitexts]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- SentEval
+def _run_senteval_binary(run: _Run, task: str) -> dict:
+    items = run.use(data_module.read_senteval_binary(run.data_dir, task))
+    features = run.embed(items.sentences, f"{task}: encode")
+    with run.classify_bar(task, run.senteval_kfold) as bar:
+        return senteval.nested_cv_accuracy(
+            features, items.labels, 2, kfold=run.senteval_kfold, seed=run.seed, progress=lambda: bar.update(1)
+        )
+
+
+def _run_trec(run: _Run, task: str) -> dict:
+    train, test = (run.use(data_module.read_trec(run.data_dir, split)) for split in ("train", "test"))
+    features = run.embed([*train.sentences, *test.sentences], f"{task}: encode")
+    with run.classify_bar(task, 1) as bar:
+        result, _ = senteval.kfold_then_test(
+            features[: len(train)], train.labels, features[len(train) :], test.labels,
+            len(data_module.TREC_CLASSES), kfold=run.senteval_kfold, seed=run.seed, progress=lambda: bar.update(1),
+        )  # fmt: skip
+    return result
+
+
+def _run_sst(run: _Run, task: str) -> dict:
+    splits = [run.use(data_module.read_sst(run.data_dir, task, split)) for split in ("train", "dev", "test")]
+    features = run.embed([s for split in splits for s in split.sentences], f"{task}: encode")
+    bounds = np.cumsum([0, *(len(split) for split in splits)])
+    parts = [(features[bounds[i] : bounds[i + 1]], splits[i].labels) for i in range(3)]
+    with run.classify_bar(task, 1) as bar:
+        return senteval.dev_then_test(*parts, n_classes=2 if task == "sst2" else 5, progress=lambda: bar.update(1))
+
+
+def _pair_task_features(run: _Run, task: str, splits: Sequence[data_module.PairSet]) -> list[np.ndarray]:
+    sentences = [s for pairs in splits for s in (*pairs.sentences1, *pairs.sentences2)]
+    embeddings = run.embed(sentences, f"{task}: encode")
+    out, at = [], 0
+    for pairs in splits:
+        n = len(pairs)
+        out.append(senteval.pair_features(embeddings[at : at + n], embeddings[at + n : at + 2 * n]))
+        at += 2 * n
+    return out
+
+
+def _run_mrpc(run: _Run, task: str) -> dict:
+    train, test = (run.use(data_module.read_mrpc(run.data_dir, split)) for split in ("train", "test"))
+    train_features, test_features = _pair_task_features(run, task, [train, test])
+    with run.classify_bar(task, 1) as bar:
+        result, predictions = senteval.kfold_then_test(
+            train_features, train.gold, test_features, test.gold, 2,
+            kfold=run.senteval_kfold, seed=run.seed, progress=lambda: bar.update(1),
+        )  # fmt: skip
+    result["f1"] = 100 * senteval.binary_f1(predictions, test.gold)
+    return result
+
+
+def _run_sicke(run: _Run, task: str) -> dict:
+    splits = [run.use(data_module.read_sick_entailment(run.data_dir, split)) for split in ("train", "trial", "test")]
+    features = _pair_task_features(run, task, splits)
+    parts = [(x, pairs.gold) for x, pairs in zip(features, splits, strict=True)]
+    with run.classify_bar(task, 1) as bar:
+        return senteval.dev_then_test(
+            *parts, n_classes=len(data_module.SICK_ENTAILMENT_CLASSES), progress=lambda: bar.update(1)
+        )
+
+
+_RUNNERS: dict[str, Callable[[_Run, str], dict]] = {
+    **{task: _run_sts_year for task in STS_YEAR_TASKS},
+    "stsb": _run_stsb,
+    "sickr": _run_sickr,
+    "sts17": _run_sts17,
+    "tatoeba": _run_tatoeba,
+    **{task: _run_senteval_binary for task in data_module.SENTEVAL_BINARY},
+    "trec": _run_trec,
+    "sst2": _run_sst,
+    "sst5": _run_sst,
+    "mrpc": _run_mrpc,
+    "sicke": _run_sicke,
+}
+
+
+def _headline(task: str, result: dict) -> str:
+    """One number per task for the progress log."""
+    if task in STS_YEAR_TASKS:
+        return f"Pearson {result['pearson_mean']:.1f}"
+    if task == "stsb":
+        return f"test Pearson {result['test']['pearson']:.1f}"
+    if task == "sickr":
+        return f"test Pearson {result['test']['pearson']:.1f}"
+    if task == "sts17":
+        return f"mean Pearson {result['pearson_mean']:.1f}"
+    if task == "tatoeba":
+        return f"mean error {result['error_rate_mean']:.1f} %"
+    return f"accuracy {result['accuracy']:.1f}"
+
+
+def summarize(results: dict[str, dict]) -> dict:
+    """The averages the papers report, for whichever tasks were run."""
+    summary: dict[str, Any] = {}
+    years = [task for task in STS_YEAR_TASKS if task in results]
+    if years:
+        summary["sts12-16"] = {
+            "years": years,
+            "pearson_mean": float(np.mean([results[task]["pearson_mean"] for task in years])),
+            "all_spearman_mean": float(np.mean([results[task]["all_spearman"] for task in years])),
+        }
+    transfer = [task for task in SENTEVAL_TASKS if task in results]
+    if transfer:
+        summary["senteval"] = {
+            "tasks": transfer,
+            "accuracy_mean": float(np.mean([results[task]["accuracy"] for task in transfer])),
+        }
+    return summary
+
+
+def evaluate_model(
+    encoder: Any,
+    tasks: Iterable[str] | None = None,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    batch_size: int | None = None,
+    tatoeba_languages: Sequence[str] = data_module.TATOEBA_DEFAULT_LANGUAGES,
+    sts17_pairs: Sequence[str] = data_module.STS17_DEFAULT_PAIRS,
+    senteval_kfold: int = 10,
+    seed: int = senteval.SENTEVAL_SEED,
+    show_progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Score an encoder on `tasks` (default: all; groups such as `sts`, `fast`, `senteval` work too).
+
+    `encoder` is an `EncoderAdapter` (see `load_encoder`) or any object with `encode(sentences, batch_size=...,
+    show_progress_bar=...)`. Returns `{"model": ..., "results": {task: ...}, "summary": ..., "timings": {task:
+    seconds}, "files": [data files read]}`; every score is x100.
+    """
+    adapter = wrap_encoder(encoder)
+    task_names = resolve_tasks(tasks)
+    if senteval_kfold < 2:
+        raise PSPInputError(f"--senteval-kfold must be at least 2, got {senteval_kfold}")
+    unknown_pairs = [pair for pair in sts17_pairs if pair not in data_module.STS17_FILES]
+    if unknown_pairs:
+        raise PSPInputError(
+            f"unknown STS17 pair(s) {', '.join(unknown_pairs)}; valid: {', '.join(data_module.STS17_FILES)}"
+        )
+    run = _Run(
+        encoder=adapter,
+        data_dir=data_module.resolve_data_dir(data_dir),
+        batch_size=batch_size,
+        progress=show_progress,
+        tatoeba_languages=tuple(tatoeba_languages),
+        sts17_pairs=tuple(sts17_pairs),
+        senteval_kfold=senteval_kfold,
+        seed=seed,
+    )
+    results: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+    for task in task_names:
+        start = time.perf_counter()
+        results[task] = _RUNNERS[task](run, task)
+        timings[task] = time.perf_counter() - start
+        if log is not None:
+            log(f"{adapter.name}  {task:<8} {_headline(task, results[task]):<24} {timings[task]:6.1f} s")
+    data_dir_resolved = run.data_dir.resolve()
+    files = sorted(
+        path.resolve().relative_to(data_dir_resolved).as_posix()
+        if path.resolve().is_relative_to(data_dir_resolved)
+        else str(path)
+        for path in run.files
+    )
+    return {
+        "model": adapter.info(),
+        "results": results,
+        "summary": summarize(results),
+        "timings": timings,
+        "files": files,
+        "data_dir": str(data_dir_resolved),
+    }
+
+
+@functools.lru_cache(maxsize=32)
+def _dev_pairs(data_dir: str, split: str) -> data_module.PairSet:
+    name, _, part = split.partition("-")
+    if name == "stsb":
+        return data_module.read_stsb(Path(data_dir), part)
+    if name == "sickr":
+        return data_module.read_sick_relatedness(Path(data_dir), part)
+    return data_module.read_sts17(Path(data_dir), part)
+
+
+def sts_dev_score(
+    encoder: Any, split: str = "stsb-dev", data_dir: str | os.PathLike | None = None, batch_size: int | None = None
+) -> float:
+    """Pearson x100 of cosine similarity on one STS set; fast enough to call during training.
+
+    `split` is one of DEV_SPLITS, e.g. `stsb-dev` or `sts17-en-en` (the 250 pairs P-SP was tuned on).
+    """
+    if split not in DEV_SPLITS:
+        raise PSPInputError(f"unknown STS split {split!r}; valid: {', '.join(DEV_SPLITS)}")
+    pairs = _dev_pairs(str(data_module.resolve_data_dir(data_dir)), split)
+    adapter = wrap_encoder(encoder)
+    size = batch_size or adapter.default_batch_size
+    left = adapter.encode(pairs.sentences1, batch_size=size)
+    right = adapter.encode(pairs.sentences2, batch_size=size)
+    return _correlation(cosine_pairs(left, right), pairs.gold)["pearson"]
