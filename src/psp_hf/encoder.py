@@ -44,7 +44,7 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
     try:
         return Path(
             snapshot_download(
-                repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=[*MODEL_FILES, "*.json"]
+                repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES
             )
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
@@ -52,6 +52,15 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
             f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''})"
         ) from error
+
+
+def _portable_tokenizer_class(directory: Path) -> None:
+    # transformers 5 writes "TokenizersBackend", which 4.x cannot load; the fast class loads in both.
+    path = directory / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _word_cache_applies(backend) -> bool:
@@ -140,25 +149,44 @@ class PSPEncoder:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
         return cls(model, tokenizer)
 
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write a Hub-format folder: config (with auto_map), safetensors weights, tokenizer, remote code."""
+    def save_pretrained(
+        self,
+        directory: str | os.PathLike,
+        language: str | None = None,
+        eval_results: dict | None = None,
+        training_info: dict | None = None,
+    ) -> Path:
+        """Write a Hub-format folder that loads in psp, transformers (remote code) and sentence-transformers.
+
+        Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules;
+        with `language`, also a model card rendered from `eval_results` and `training_info`.
+        """
+        from .hub.card import write_model_card
+        from .hub.sentence_transformers import write_sentence_transformers_files
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         PSPConfig.register_for_auto_class()
         PSPModel.register_for_auto_class("AutoModel")
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
+        _portable_tokenizer_class(directory)
+        write_sentence_transformers_files(directory, self)
+        if language is not None:
+            write_model_card(
+                directory, self, language=language, eval_results=eval_results, training_info=training_info
+            )
         return directory
 
-    def push_to_hub(self, repo_id: str, **kwargs):
-        """Save to a temporary folder and upload it; see `psp_hf.hub.push_folder` for the options."""
-        import tempfile
+    def push_to_hub(self, repo_id: str, **kwargs) -> str:
+        """Save (weights, tokenizer, remote code, sentence-transformers layout, card) and upload.
 
-        from .hub import push_folder
+        Options are those of `psp_hf.hub.push_encoder`; a refused push keeps the saved folder and the error
+        says how to retry.
+        """
+        from .hub import push_encoder
 
-        with tempfile.TemporaryDirectory() as tmp:
-            self.save_pretrained(tmp)
-            return push_folder(tmp, repo_id, **kwargs)
+        return push_encoder(self, repo_id, **kwargs)
 
     # ----------------------------------------------------------------------------- properties
     @property
