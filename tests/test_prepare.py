@@ -183,6 +183,8 @@ def test_reader_wmt_and_multi30k_bitext_headers(tmp_path):
     assert [(a, b) for a, b, _ in PairReader(wmt, bitext_layout("de"))] == [("Hallo Welt", "Hello world")]
     multi = _write(tmp_path / "m.tsv", "de\ten\nZwei Hunde\tTwo dogs\n")
     assert [(a, b) for a, b, _ in PairReader(multi, bitext_layout("de"))] == [("Zwei Hunde", "Two dogs")]
+    with_bom = _write(tmp_path / "bom.tsv", "\ufeffde\ten\r\nZwei Hunde\tTwo dogs\r\n")
+    assert [(a, b) for a, b, _ in PairReader(with_bom, bitext_layout("de"))] == [("Zwei Hunde", "Two dogs")]
     headerless = _write(tmp_path / "h.tsv", "Zwei Hunde\tTwo dogs\n")
     assert [(a, b) for a, b, _ in PairReader(headerless, bitext_layout("de"))] == [("Zwei Hunde", "Two dogs")]
     with pytest.raises(PSPInputError, match=r"m\.tsv:1: header .* no column 'fr'"):

@@ -201,7 +201,7 @@ def _run(
             from tqdm.auto import tqdm
 
             bar = tqdm(unit=" pairs", desc=f"prepare {kind}", file=sys.stderr)
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         try:
             for first, second, score in _batches(readers, batch_size, limit):
                 batch = chain.apply(PairBatch.from_lists(first, second, score))
@@ -217,6 +217,7 @@ def _run(
             if bar is not None:
                 bar.close()
         filter_seconds = time.perf_counter() - started
+        filter_cpu_seconds = time.process_time() - started_cpu
 
         tokenizer_info = None
         tokenizer_seconds = 0.0
@@ -262,7 +263,11 @@ def _run(
             "num_shards": len(shards),
             "shards": [f"{DATA_DIR}/{path.name}" for path in shards],
             "tokenizer": tokenizer_info,
-            "seconds": {"filter_and_write": round(filter_seconds, 3), "tokenizer": round(tokenizer_seconds, 3)},
+            "seconds": {
+                "filter_and_write": round(filter_seconds, 3),
+                "filter_and_write_cpu": round(filter_cpu_seconds, 3),
+                "tokenizer": round(tokenizer_seconds, 3),
+            },
             "pairs_per_second": chain.pairs_in / filter_seconds if filter_seconds > 0 else 0.0,
         }
         report["repo_id"] = push_to_hub

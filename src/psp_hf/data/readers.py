@@ -151,7 +151,8 @@ class PairReader:
     def _first_decodable_line(self) -> tuple[int, str] | None:
         for number, raw in self._lines:
             try:
-                return number, _decode(self.path, number, raw)
+                # A UTF-8 byte-order mark would otherwise hide a header's first column name.
+                return number, _decode(self.path, number, raw).removeprefix("\ufeff")
             except PSPInputError as error:
                 self._bad(str(error))
         return None
