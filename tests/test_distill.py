@@ -314,3 +314,30 @@ def test_mine_pairs_threshold_and_near_copy_removal(tmp_path):
     path = write_pairs(mined.pairs, tmp_path / "pairs.tsv")
     lines = path.read_text().splitlines()
     assert lines[0] == "sentence1\tsentence2\tscore" and set(lines[1].split("\t")[:2]) == {sentences[2], sentences[3]}
+
+
+# ----------------------------------------------------------------------------------------------- student loop
+def test_distill_table_lowers_the_loss_and_folded_projection_matches(tiny_tokenizer):
+    from psp_hf import PSPEncoder
+    from psp_hf.distill.student import DistillSettings, TokenizedPool, distill_table, fold_projection
+
+    sentences = ["the dog runs in the park", "a cat sleeps on the warm sofa", "children play football"] * 4
+    teacher = FakeTeacher(dim=8)
+    targets = teacher.encode(sentences)
+    encoder = PSPEncoder.from_tokenizer(tiny_tokenizer, hidden_size=12, seed=0, initializer_range=0.1)
+    pool = TokenizedPool.build(encoder, sentences)
+    ids, offsets = pool.batch(np.array([2, 0]))
+    direct_ids, direct_offsets = encoder.tokenize([sentences[2], sentences[0]])
+    assert torch.equal(ids, direct_ids) and torch.equal(offsets, direct_offsets)
+
+    def loss(model_output: np.ndarray) -> float:
+        cos = (model_output * targets).sum(1) / np.linalg.norm(model_output, axis=1)
+        return float(1 - cos.mean())
+
+    settings = DistillSettings(batch_size=6, lr=0.05, projection_lr=0.05, minutes=1, max_epochs=25, log_every=10**9)
+    projection = distill_table(encoder, pool, targets, settings, log=lambda _: None)
+    assert projection is not None and projection.weight.shape == (8, 12)
+    folded = fold_projection(encoder, projection)
+    projected = encoder.encode(sentences) @ projection.weight.detach().numpy().T
+    np.testing.assert_allclose(folded.encode(sentences), projected, rtol=1e-4, atol=1e-5)
+    assert loss(projected) < 0.05
