@@ -1,0 +1,39 @@
+"""Evaluation harness: the papers' STS, STS17, Tatoeba and SentEval protocols for any sentence encoder.
+
+>>> from psp_hf.evaluation import evaluate_model, load_encoder, sts_dev_score
+>>> report = evaluate_model(load_encoder("minilm"), tasks=["fast"])   # STS12-16, STS-B, SICK-R, STS17, Tatoeba
+>>> sts_dev_score(my_psp_encoder, split="sts17-en-en")               # Pearson x100, for dev checks in training
+
+Every score is x100 (Pearson/Spearman x100, error rate and accuracy in %). `psp eval` / `eval.py` wrap this and
+also write the JSON report, the Markdown tables and the model card's model-index block (`report.py`).
+"""
+
+from .adapters import EncoderAdapter, load_encoder, wrap_encoder
+from .tasks import (
+    ALL_TASKS,
+    DEFAULT_TASKS,
+    DEV_SPLITS,
+    FAST_TASKS,
+    SENTEVAL_TASKS,
+    STS_TASKS,
+    TASK_GROUPS,
+    evaluate_model,
+    resolve_tasks,
+    sts_dev_score,
+)
+
+__all__ = [
+    "ALL_TASKS",
+    "DEFAULT_TASKS",
+    "DEV_SPLITS",
+    "FAST_TASKS",
+    "SENTEVAL_TASKS",
+    "STS_TASKS",
+    "TASK_GROUPS",
+    "EncoderAdapter",
+    "evaluate_model",
+    "load_encoder",
+    "resolve_tasks",
+    "sts_dev_score",
+    "wrap_encoder",
+]

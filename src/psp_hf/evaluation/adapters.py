@@ -179,7 +179,16 @@ def load_encoder(id_or_path: str | os.PathLike, kind: str = "auto", device: str 
             raise PSPInputError(
                 f"--model {model_id} is a sentence-transformers model; install psp-hf[st] to evaluate it"
             ) from None
-        model = SentenceTransformer(source, device=device)
+        from transformers.utils import logging as hf_logging
+
+        # transformers draws a "Loading weights" bar for one small file; the harness shows its own progress.
+        bar_was_enabled = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            model = SentenceTransformer(source, device=device)
+        finally:
+            if bar_was_enabled:
+                hf_logging.enable_progress_bar()
         return EncoderAdapter(
             model, name=name, model_id=model_id, kind=kind, library="sentence-transformers",
             encode_kwargs={"convert_to_numpy": True, "normalize_embeddings": False},
