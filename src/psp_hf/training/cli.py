@@ -1,0 +1,27 @@
+"""`psp train` / `python train.py`: flags (and/or a config file) in, a trained Hub-format model folder out.
+
+Several CPU processes: `torchrun --nproc_per_node 2 train.py ...` or
+`accelerate launch --multi_gpu --num_processes 2 train.py --cpu ...` (`accelerate launch --cpu --num_processes 2`
+starts a single process). GPUs: `accelerate launch --multi_gpu --num_processes N train.py ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `psp train` (one per `TrainingArguments` field, plus --config)."""
+    from .config import add_arguments as add_training_arguments
+
+    add_training_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train; returns the exit code (1 when the model was trained but the Hub push failed)."""
+    from .config import arguments_from_namespace
+    from .loop import Trainer
+
+    trainer = Trainer(arguments_from_namespace(args))
+    trainer.train()
+    return trainer.push_status

@@ -1,0 +1,266 @@
+"""Training pairs streamed through `datasets`: local TSV/JSONL/parquet files or a Hub dataset id.
+
+Nothing is loaded into memory as a whole: `load_dataset(..., streaming=True)` reads files in chunks, the
+shuffle buffer holds a fixed number of pairs, and mini-batches are cut from the stream as they arrive. The
+position in the stream is the number of raw rows this process consumed in the current epoch; with the
+dataset's seeded shuffle (seed + epoch) that is enough to continue exactly where a checkpoint left off.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PSPInputError
+
+# Column pairs recognised without --columns, in order of preference.
+KNOWN_COLUMN_PAIRS = [
+    ("sentence1", "sentence2"),
+    ("src", "tgt"),
+    ("source", "target"),
+    ("text1", "text2"),
+    ("anchor", "positive"),
+    ("query", "positive"),
+    ("sentence_A", "sentence_B"),
+]
+TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab", ".tab.gz")
+JSON_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+PARQUET_SUFFIXES = (".parquet",)
+
+
+@dataclass
+class MiniBatchText:
+    """Texts of one mini-batch of pairs and the stream position just after its last row."""
+
+    first: list[str]
+    second: list[str]
+    position: int
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+
+def _suffix_kind(path: Path) -> str | None:
+    name = path.name.lower()
+    for kind, suffixes in (("csv", TSV_SUFFIXES), ("json", JSON_SUFFIXES), ("parquet", PARQUET_SUFFIXES)):
+        if name.endswith(suffixes):
+            return kind
+    return None
+
+
+def _local_files(entries: list[str]) -> list[Path] | None:
+    """The files named by `entries` (paths or globs), or None when `entries` is a Hub dataset id."""
+    files: list[Path] = []
+    for entry in entries:
+        matches = sorted(glob.glob(entry)) if any(ch in entry for ch in "*?[") else [entry]
+        if not matches:
+            raise PSPInputError(f"--data {entry}: no file matches")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                inside = sorted(p for p in path.iterdir() if p.is_file() and _suffix_kind(p))
+                if not inside:
+                    raise PSPInputError(f"--data {path}: no .tsv/.jsonl/.parquet files in this folder")
+                files += inside
+            elif path.is_file():
+                files.append(path)
+            else:
+                files.append(path)  # may be a Hub id; decided below
+    existing = [path for path in files if path.is_file()]
+    if not existing:
+        if len(entries) == 1 and not entries[0].startswith((".", "/", "~")) and not _suffix_kind(Path(entries[0])):
+            return None
+        raise PSPInputError(f"--data {entries[0]}: no such file")
+    missing = [path for path in files if not path.is_file()]
+    if missing:
+        raise PSPInputError(f"--data {missing[0]}: no such file")
+    return files
+
+
+def _tsv_header(path: Path) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            first = handle.readline()
+    except UnicodeDecodeError:
+        raise PSPInputError(f"{path}:1: not valid UTF-8") from None
+    except OSError as error:
+        raise PSPInputError(f"{path}: cannot read: {error}") from None
+    if not first.strip():
+        raise PSPInputError(f"{path}:1: empty file or missing header line (TSV files need a header)")
+    return first.rstrip("\r\n").split("\t")
+
+
+class PairSource:
+    """Where training pairs come from, with the two text columns resolved.
+
+    `dataset` is an unshuffled `datasets.IterableDataset`; `first_column` / `second_column` are the text
+    columns (for bitext: the non-English side first).
+    """
+
+    def __init__(
+        self,
+        data: list[str],
+        columns: list[str] | None = None,
+        lang: str | None = None,
+        split: str = "train",
+        data_config: str | None = None,
+    ):
+        from datasets import Features, Value, load_dataset
+
+        self.description = " ".join(data)
+        files = _local_files(data)
+        self.files = files
+        translation_langs: tuple[str, str] | None = None
+        if files is None:
+            try:
+                dataset = load_dataset(data[0], name=data_config, split=split, streaming=True)
+            except Exception as error:
+                raise PSPInputError(f"--data {data[0]}: cannot open as a Hub dataset: {error}") from None
+        else:
+            kinds = {_suffix_kind(path) for path in files}
+            if None in kinds:
+                bad = next(path for path in files if _suffix_kind(path) is None)
+                raise PSPInputError(f"{bad}: unknown file type; use .tsv, .jsonl or .parquet (optionally .gz)")
+            if len(kinds) > 1:
+                raise PSPInputError(f"--data mixes file types ({', '.join(sorted(kinds))}); use one type per run")
+            kind = kinds.pop()
+            data_files = [os.fspath(path) for path in files]
+            if kind == "csv":
+                header = _tsv_header(files[0])
+                for path in files[1:]:
+                    if _tsv_header(path) != header:
+                        raise PSPInputError(f"{path}:1: header differs from {files[0]}'s ({' '.join(header)})")
+                # No quoting (a quote is a literal character), every field a string, nothing turned into NaN.
+                dataset = load_dataset(
+                    "csv", data_files=data_files, split="train", streaming=True, delimiter="\t", quoting=3,
+                    na_filter=False, features=Features({name: Value("string") for name in header}),
+                )
+            else:
+                dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
+        column_names = self._column_names(dataset)
+        if columns:
+            missing = [name for name in columns if name not in column_names]
+            if missing:
+                raise PSPInputError(
+                    f"--columns: {', '.join(missing)} not in {self.description} (columns: {', '.join(column_names)})"
+                )
+            first, second = columns
+        elif "translation" in column_names and lang:
+            first, second = "translation", "translation"
+            translation_langs = (lang, "en")
+        else:
+            first, second = self._detect_columns(column_names, lang)
+        self.first_column, self.second_column = first, second
+        self.translation_langs = translation_langs
+        keep = sorted({first, second})
+        self.dataset = dataset.select_columns(keep)
+
+    def _column_names(self, dataset) -> list[str]:
+        if dataset.features is not None:
+            return list(dataset.features)
+        try:
+            example = next(iter(dataset))
+        except StopIteration:
+            raise PSPInputError(f"--data {self.description}: no rows") from None
+        except Exception as error:
+            raise PSPInputError(f"--data {self.description}: cannot read: {error}") from None
+        return list(example)
+
+    def _detect_columns(self, names: list[str], lang: str | None) -> tuple[str, str]:
+        if lang and lang in names and "en" in names and lang != "en":
+            return lang, "en"
+        for first, second in KNOWN_COLUMN_PAIRS:
+            if first in names and second in names:
+                return first, second
+        if len(names) == 2:
+            return names[0], names[1]
+        raise PSPInputError(
+            f"--data {self.description}: cannot tell which two columns hold the sentences "
+            f"(columns: {', '.join(names)}); pass --columns A,B"
+        )
+
+    def texts(self, limit: int) -> Iterator[str]:
+        """Up to `limit` sentences from both columns, in file order (for training a tokenizer)."""
+        produced = 0
+        for chunk in self.dataset.iter(batch_size=1024):
+            for first, second in zip(*self._columns(chunk), strict=True):
+                for text in (first, second):
+                    if isinstance(text, str) and text.strip():
+                        yield text
+                        produced += 1
+                        if produced >= limit:
+                            return
+
+    def _columns(self, chunk: dict) -> tuple[list, list]:
+        if self.translation_langs is not None:
+            source, target = self.translation_langs
+            rows = chunk["translation"]
+            return [row.get(source) for row in rows], [row.get(target) for row in rows]
+        return chunk[self.first_column], chunk[self.second_column]
+
+
+class PairStream:
+    """Mini-batches of pairs from a `PairSource`, shuffled per epoch and split across processes."""
+
+    def __init__(
+        self,
+        source: PairSource,
+        batch_size: int,
+        shuffle_buffer: int = 50_000,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        read_size: int = 1024,
+    ):
+        from datasets.distributed import split_dataset_by_node
+
+        self.source = source
+        self.batch_size = batch_size
+        self.read_size = read_size
+        dataset = source.dataset
+        if shuffle_buffer > 0:
+            # The same seed on every process: they must agree on the order before taking their share.
+            dataset = dataset.shuffle(seed=seed, buffer_size=shuffle_buffer)
+        if world_size > 1:
+            dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
+        self.dataset = dataset
+        self.skipped_rows = 0
+
+    def minibatches(self, epoch: int, skip: int = 0) -> Iterator[MiniBatchText]:
+        """Mini-batches of `batch_size` valid pairs (the last one may be smaller) after `skip` raw rows.
+
+        A row whose text is missing or blank on either side is skipped (it still counts for the position).
+        """
+        self.dataset.set_epoch(epoch)
+        first: list[str] = []
+        second: list[str] = []
+        row = 0  # raw rows consumed so far in this epoch
+        try:
+            for chunk in self.dataset.iter(batch_size=self.read_size):
+                left, right = self.source._columns(chunk)
+                n = len(left)
+                start = 0
+                if row < skip:
+                    start = min(n, skip - row)
+                for index in range(start, n):
+                    a, b = left[index], right[index]
+                    if not (isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()):
+                        self.skipped_rows += 1
+                        continue
+                    first.append(a)
+                    second.append(b)
+                    if len(first) == self.batch_size:
+                        yield MiniBatchText(first, second, row + index + 1)
+                        first, second = [], []
+                row += n
+        except PSPInputError:
+            raise
+        except Exception as error:  # pandas / arrow parse errors: name the data
+            raise PSPInputError(f"--data {self.source.description}: reading failed: {error}") from error
+        if first:
+            yield MiniBatchText(first, second, row)
