@@ -119,8 +119,16 @@ class Trainer:
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
-        self.accelerator = Accelerator(cpu=args.cpu)
+        # Accelerate only sets up several CPU processes (gloo) when told it runs on CPU; without a GPU it does,
+        # whatever --cpu says, so `torchrun --nproc_per_node 2 train.py` works as written.
+        self.accelerator = Accelerator(cpu=args.cpu or not torch.cuda.is_available())
         accelerator = self.accelerator
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        if launched != accelerator.num_processes:
+            raise PSPInputError(
+                f"launched as {launched} processes but Accelerate set up {accelerator.num_processes}; "
+                "each process would train alone. Launch with torchrun or `accelerate launch --multi_gpu`"
+            )
         self.is_main = accelerator.is_main_process
         self.rank = accelerator.process_index
         self.world_size = accelerator.num_processes
