@@ -8,8 +8,8 @@
 * devils-dictionary (dict-devil): Ambrose Bierce, The Devil's Dictionary; public domain.
 * jargon-file (dict-jargon): The Jargon File 4.4.7; public domain.
 
-The files are found under `root` (default: `$PSP_REGISTRY_TEXT`, else `/`), so the packages can be
-installed (``apt-get install``) or only unpacked (``apt-get download`` + ``dpkg -x <deb> <root>``). A package
+The files are found under `registry_root()`, so the packages can be installed (``apt-get install``) or only
+unpacked (``apt-get download`` + ``dpkg -x <deb> <root>``, no dependencies, no daemon). A package
 that is absent is skipped; `registry_sources` reports which were found.
 """
 
@@ -26,11 +26,17 @@ from .corpus import CorpusSource, split_sentences
 DEBIAN_PACKAGES = ("wordnet-base", "fortunes-min", "fortunes", "dict-gcide", "dict-devil", "dict-jargon")
 
 
+LOCAL_ROOT = Path(__file__).resolve().parents[3] / ".cache" / "registry-text" / "root"
+
+
 def registry_root(root: str | os.PathLike | None = None) -> Path:
-    """Where the packages' files are: `root`, else $PSP_REGISTRY_TEXT, else the file system root."""
+    """Where the packages' files are: `root`, else $PSP_REGISTRY_TEXT, else the repository's
+    ``.cache/registry-text/root`` when the Makefile unpacked them there, else the file system root."""
     if root is not None:
         return Path(root)
-    return Path(os.environ.get("PSP_REGISTRY_TEXT") or "/")
+    if os.environ.get("PSP_REGISTRY_TEXT"):
+        return Path(os.environ["PSP_REGISTRY_TEXT"])
+    return LOCAL_ROOT if LOCAL_ROOT.is_dir() else Path("/")
 
 
 # ----------------------------------------------------------------------------------------------- WordNet
