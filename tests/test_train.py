@@ -49,10 +49,26 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     return folder
 
 
-def run_train(*args: str, timeout: int = 300, **popen) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, str(REPO / "train.py"), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, **popen
-    )
+def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """train.py in a fresh process."""
+    return subprocess.run([PYTHON, str(REPO / "train.py"), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+@pytest.fixture
+def train_here(capsys):
+    """`psp train ARGS` in this process (no interpreter start-up); returns (exit code, stderr)."""
+    from psp_hf.cli import main
+
+    threads = torch.get_num_threads()
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["train", *args])
+        return code, capsys.readouterr().err
+
+    yield run
+    torch.set_num_threads(threads)  # --threads changes the whole process
 
 
 def metrics(folder: Path) -> list[dict]:
@@ -70,7 +86,7 @@ def require_data() -> Path:
 
 # --------------------------------------------------------------------------------------------- quality
 @pytest.mark.slow
-def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path):
+def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
     root = require_data()
     pairs = tmp_path / "pairs.tsv"
     rows = iter_tsv(root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz")
@@ -79,9 +95,9 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path):
     out = tmp_path / "model"
     # A short run needs a larger step than the paper's 1e-3 (which moves an N(0, 1) table slowly) to be
     # informative; everything else is P-SP's recipe (batch 128, mega-batches annealed every 150 steps).
-    result = run_train("--data", str(pairs), "--output-dir", str(out), "--dim", "128", "--vocab-size", "2000",
-                       "--epochs", "3", "--lr", "0.02", "--eval-every", "0", "--threads", "1", "--quiet")
-    assert result.returncode == 0, result.stderr
+    code, err = train_here("--data", str(pairs), "--output-dir", str(out), "--dim", "128", "--vocab-size", "2000",
+                           "--epochs", "3", "--lr", "0.02", "--eval-every", "0", "--threads", "1", "--quiet")
+    assert code == 0, err
     evals = [record for record in metrics(out) if record["event"] == "eval"]
     untrained, trained = evals[0]["dev_stsb_pearson"], evals[-1]["dev_stsb_pearson"]
     assert evals[0]["step"] == 0 and evals[-1]["step"] == 189
@@ -94,14 +110,13 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- resume
-def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_tokenizer):
-    pairs = synthetic_pairs(tmp_path / "pairs.tsv", 3000)
+def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_tokenizer, train_here):
+    pairs = synthetic_pairs(tmp_path / "pairs.tsv", 1500)
     common = ["--data", str(pairs), "--tokenizer", str(tiny_tokenizer), "--dim", "256", "--batch-size", "16",
               "--megabatch-size", "5", "--megabatch-anneal", "4", "--epochs", "2", "--save-every", "10",
               "--dev", "none", "--threads", "1", "--keep", "last", "--shuffle-buffer", "500", "--quiet"]
     reference = tmp_path / "reference"
-    done = run_train(*common, "--output-dir", str(reference))
-    assert done.returncode == 0, done.stderr
+    assert train_here(*common, "--output-dir", str(reference))[0] == 0
 
     killed = tmp_path / "killed"
     checkpoint = killed / "training" / "checkpoint.pt"
@@ -118,10 +133,10 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
     assert 0 < saved["step"] < final_steps and not saved["finished"]
     assert not (killed / "model.safetensors").exists()
 
-    again = run_train(*common, "--output-dir", str(killed))  # without --resume: refuses to overwrite
-    assert again.returncode == 2 and "--resume" in again.stderr
-    resumed = run_train(*common, "--output-dir", str(killed), "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    code, err = train_here(*common, "--output-dir", str(killed))  # without --resume: refuses to overwrite
+    assert code == 2 and "--resume" in err
+    code, err = train_here(*common, "--output-dir", str(killed), "--resume")
+    assert code == 0, err
     assert metrics(killed)[-1]["step"] == final_steps
     expected, got = load_file(reference / "model.safetensors"), load_file(killed / "model.safetensors")
     assert torch.equal(expected["embeddings.weight"], got["embeddings.weight"])
@@ -177,12 +192,12 @@ def test_two_cpu_processes_end_with_identical_weights(tmp_path, tiny_tokenizer):
 
 
 # ------------------------------------------------------------------------------------------------ Hub
-def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id):
+def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 64)
     common = ["--data", str(pairs), "--tokenizer", str(tiny_tokenizer), "--dim", "16", "--batch-size", "16",
               "--dev", "none", "--threads", "1", "--quiet"]
-    ok = run_train(*common, "--output-dir", str(tmp_path / "ok"), "--push-to-hub", hub_repo_id)
-    assert ok.returncode == 0, ok.stderr
+    code, err = train_here(*common, "--output-dir", str(tmp_path / "ok"), "--push-to-hub", hub_repo_id)
+    assert code == 0, err
     files = hub_server.repo_files(hub_repo_id)
     assert "model.safetensors" in files and "config.json" in files and "tokenizer.json" in files
     assert not any(name.startswith("training/") for name in files)  # checkpoints stay local
@@ -190,32 +205,33 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
     refused_id = hub_server.unique_repo_id("refused")
     folder = tmp_path / "refused"
     with hub_server.failing(403, methods=("POST", "PUT")):
-        refused = run_train(*common, "--output-dir", str(folder), "--push-to-hub", refused_id)
-    assert refused.returncode == 1
-    assert f"psp push {folder.resolve()} {refused_id}" in refused.stderr
+        code, err = train_here(*common, "--output-dir", str(folder), "--push-to-hub", refused_id)
+    assert code == 1
+    assert f"psp push {folder.resolve()} {refused_id}" in err
     assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.pt").is_file()
-    retry = subprocess.run([PYTHON, "-m", "psp_hf.cli", "push", str(folder.resolve()), refused_id],
-                           capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert retry.returncode == 0, retry.stderr
+    from psp_hf.cli import main
+
+    assert main(["push", str(folder.resolve()), refused_id]) == 0
     assert "model.safetensors" in hub_server.repo_files(refused_id)
 
 
 # ------------------------------------------------------------------------------------- command line
-def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer):
+def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 100)
     config = tmp_path / "train.yaml"
     config.write_text(f"data: {pairs}\ntokenizer: {tiny_tokenizer}\ndim: 8\nbatch_size: 32\ndev: none\n"
                       "threads: 1\nquiet: true\n")
     out = tmp_path / "model"
-    result = subprocess.run([PYTHON, "-m", "psp_hf.cli", "train", "--config", str(config), "--output-dir", str(out),
-                             "--max-steps", "2"], capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert result.returncode == 0, result.stderr
+    code, err = train_here("--config", str(config), "--output-dir", str(out), "--max-steps", "2")
+    assert code == 0, err
     from psp_hf import PSPEncoder
 
     model = PSPEncoder.from_pretrained(out)
     assert model.dim == 8 and model.encode(["a dog runs"]).shape == (1, 8)
     assert metrics(out)[-1]["step"] == 2
-    bad = subprocess.run([PYTHON, "-m", "psp_hf.cli", "train", "--config", str(config), "--output-dir",
-                          str(tmp_path / "bad"), "--columns", "sentence1,missing"],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert bad.returncode == 2 and "psp: error: --columns: missing not in" in bad.stderr
+    code, err = train_here("--config", str(config), "--output-dir", str(tmp_path / "bad"), "--columns",
+                           "sentence1,missing")
+    assert code == 2 and "psp: error: --columns: missing not in" in err
+    # train.py is the same command.
+    result = run_train("--config", str(config), "--output-dir", str(tmp_path / "script"), "--max-steps", "1")
+    assert result.returncode == 0 and metrics(tmp_path / "script")[-1]["step"] == 1, result.stderr
