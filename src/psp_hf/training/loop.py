@@ -484,12 +484,16 @@ class Trainer:
     def _finish(self) -> None:
         state, args = self.state, self.args
         if self.is_main:
+            # Memory of training itself, before writing the folder (the card and the sentence-transformers files
+            # import more libraries).
+            training_rss = peak_rss_mb()
             self._export()
             summary = {
                 "event": "end", "step": state.step, "epochs_done": state.epoch, "pairs_seen": state.pairs_seen,
                 "train_seconds": state.train_seconds,
                 "pairs_per_s": state.pairs_seen / max(state.train_seconds, 1e-9),
-                "peak_rss_mb": peak_rss_mb(), "best_score": state.best_score, "best_step": state.best_step,
+                "peak_rss_mb": training_rss, "peak_rss_mb_with_export": peak_rss_mb(),
+                "best_score": state.best_score, "best_step": state.best_step,
                 "last_score": state.last_score, "kept": self._kept(),
             }
             self._log(summary)
