@@ -235,3 +235,23 @@ def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer, train_he
     # train.py is the same command.
     result = run_train("--config", str(config), "--output-dir", str(tmp_path / "script"), "--max-steps", "1")
     assert result.returncode == 0 and metrics(tmp_path / "script")[-1]["step"] == 1, result.stderr
+
+
+def test_trains_from_a_hub_dataset_id(tmp_path, tiny_tokenizer, hub_server, train_here):
+    from huggingface_hub import HfApi
+
+    repo_id = hub_server.unique_repo_id("pairs")
+    api = HfApi()
+    api.create_repo(repo_id, repo_type="dataset")
+    rows = tmp_path / "train.jsonl"
+    rows.write_text("".join(json.dumps({"src": f"a dog runs {i}", "tgt": f"the dog walks {i}"}) + "\n"
+                            for i in range(40)))
+    api.upload_file(path_or_fileobj=str(rows), path_in_repo="data/train.jsonl", repo_id=repo_id,
+                    repo_type="dataset")
+    out = tmp_path / "model"
+    code, err = train_here("--data", repo_id, "--output-dir", str(out), "--tokenizer", str(tiny_tokenizer),
+                           "--dim", "8", "--batch-size", "16", "--dev", "none", "--threads", "1")
+    assert code == 0, err
+    assert "columns src, tgt" in err
+    end = metrics(out)[-1]
+    assert end["pairs_seen"] == 40 and end["step"] == 3  # batches of 16, 16 and 8

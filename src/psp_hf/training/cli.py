@@ -1,8 +1,15 @@
 """`psp train` / `python train.py`: flags (and/or a config file) in, a trained Hub-format model folder out.
 
-Several CPU processes: `torchrun --nproc_per_node 2 train.py ...` or
-`accelerate launch --multi_gpu --num_processes 2 train.py --cpu ...` (`accelerate launch --cpu --num_processes 2`
-starts a single process). GPUs: `accelerate launch --multi_gpu --num_processes N train.py ...`.
+Launching (the same loop everywhere):
+
+* one process: `python train.py ...` (or `psp train ...`);
+* several CPU processes: `torchrun --standalone --nproc_per_node 2 train.py ...`, or
+  `accelerate launch --multi_gpu --num_processes 2 train.py --cpu ...` (it starts them through torchrun; add
+  `--cpu` on a machine with GPUs). `accelerate launch --cpu --num_processes 2` starts a single process;
+* GPUs: `accelerate launch --multi_gpu --num_processes N train.py ...`.
+
+Each process reads its share of the stream and mines negatives in its own mega-batches; gradients are averaged
+across processes (sparse all-reduce under gloo, dense under NCCL); only the main process writes.
 """
 
 from __future__ import annotations
