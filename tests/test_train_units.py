@@ -196,6 +196,14 @@ def test_stream_formats_and_columns(tmp_path):
     pq.write_table(pa.table({"a": ["x", "y"], "b": ["z", "w"]}), parquet)
     assert (PairSource([str(parquet)]).first_column, PairSource([str(parquet)], columns=["b", "a"]).first_column) == (
         "a", "b")
+    # A datasets folder, the layout `psp prepare` writes (data/train-*.parquet), bitext columns <lang>, en.
+    folder = tmp_path / "prepared"
+    (folder / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
+                   folder / "data" / "train-00000-of-00001.parquet")
+    prepared = PairSource([str(folder)], lang="de")
+    assert (prepared.first_column, prepared.second_column) == ("de", "en")
+    assert list(prepared.texts(10)) == ["ein hund", "a dog", "eine katze", "a cat"]
     with pytest.raises(PSPInputError, match="nope not in"):
         PairSource([str(tsv)], columns=["nope", "sentence2"])
     with pytest.raises(PSPInputError, match="no such file"):

@@ -1,4 +1,4 @@
-"""Training pairs streamed through `datasets`: local TSV/JSONL/parquet files or a Hub dataset id.
+"""Training pairs streamed through `datasets`: TSV/JSONL/parquet files, a datasets folder or a Hub dataset id.
 
 Nothing is loaded into memory as a whole: `load_dataset(..., streaming=True)` reads files in chunks, the
 shuffle buffer holds a fixed number of pairs, and mini-batches are cut from the stream as they arrive. The
@@ -62,14 +62,8 @@ def _local_files(entries: list[str]) -> list[Path] | None:
         for match in matches:
             path = Path(match)
             if path.is_dir():
-                inside = sorted(p for p in path.iterdir() if p.is_file() and _suffix_kind(p))
-                if not inside:
-                    raise PSPInputError(f"--data {path}: no .tsv/.jsonl/.parquet files in this folder")
-                files += inside
-            elif path.is_file():
-                files.append(path)
-            else:
-                files.append(path)  # may be a Hub id; decided below
+                raise PSPInputError(f"--data {path}: a folder must be the only --data entry (a datasets folder)")
+            files.append(path)  # a file, or perhaps a Hub id: decided below
     existing = [path for path in files if path.is_file()]
     if not existing:
         if len(entries) == 1 and not entries[0].startswith((".", "/", "~")) and not _suffix_kind(Path(entries[0])):
@@ -113,14 +107,17 @@ class PairSource:
         from datasets import Features, Value, load_dataset
 
         self.description = " ".join(data)
-        files = _local_files(data)
+        # One folder (e.g. what `psp prepare` writes) or a Hub id is opened by `datasets` itself.
+        folder = len(data) == 1 and Path(data[0]).is_dir()
+        files = None if folder else _local_files(data)
         self.files = files
         translation_langs: tuple[str, str] | None = None
         if files is None:
             try:
                 dataset = load_dataset(data[0], name=data_config, split=split, streaming=True)
             except Exception as error:
-                raise PSPInputError(f"--data {data[0]}: cannot open as a Hub dataset: {error}") from None
+                kind = "a datasets folder" if folder else "a Hub dataset"
+                raise PSPInputError(f"--data {data[0]}: cannot open as {kind}: {error}") from None
         else:
             kinds = {_suffix_kind(path) for path in files}
             if None in kinds:
