@@ -31,6 +31,8 @@ lint: venv
 bench: venv
 	$(PY) bench/encode.py
 	$(PY) bench/train.py
+	$(PY) bench/eval.py
+	$(PY) bench/prepare.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
