@@ -46,10 +46,12 @@ def main() -> int:
         next(handle)
         for line in handle:
             sink.write(line.rstrip("\n").split("\t")[5] + "\n")
-    _run("embed the STS-B test sentences", [*psp, "embed", str(sentences), "-m", str(model), "-o", str(out / "sts-b.npy")])
+    embeddings = out / "sts-b.npy"
+    _run("embed the STS-B test sentences", [*psp, "embed", str(sentences), "-m", str(model), "-o", str(embeddings)])
     _run(
         "score the STS-B test pairs",
-        [*psp, "score", str(sts_pairs), "-m", str(model), "--columns", "6,7", "--header", "-o", str(out / "scored.tsv")],
+        [*psp, "score", str(sts_pairs), "-m", str(model), "--columns", "6,7", "--header",
+         "-o", str(out / "scored.tsv")],
     )
     print(f"\nDemo outputs in {out}:")
     for path in sorted(out.iterdir()):
