@@ -149,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
     encoder = None
     with tempfile.TemporaryDirectory(prefix="psp-push-extra-") as staging:
         # What the folder lacks is staged elsewhere and uploaded beside it: MODEL_DIR itself is never written.
-        if not (folder / "modules.json").is_file() or (args.language and not (folder / CARD_FILENAME).is_file()):
+        # Results or run details given on the command line are news: they replace a card the folder already has.
+        card_news = any(v is not None for v in (args.eval_results, args.baseline_results, args.training_info))
+        render_card = bool(args.language) and (card_news or not (folder / CARD_FILENAME).is_file())
+        if not (folder / "modules.json").is_file() or render_card:
             from ..encoder import PSPEncoder
 
             encoder = PSPEncoder.from_pretrained(folder)
@@ -157,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
             for path in write_sentence_transformers_files(staging, encoder):
                 extra[path.relative_to(staging).as_posix()] = path
             say("adding the sentence-transformers layout (the folder had no modules.json)")
-        if not (folder / CARD_FILENAME).is_file():
-            if args.language:
+        if render_card or not (folder / CARD_FILENAME).is_file():
+            if render_card:
                 card = render_model_card(
                     encoder, args.language, eval_results=eval_results, training_info=training_info,
                     baseline_results=baseline_results, repo_id=args.repo_id,
