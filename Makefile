@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench registry-text clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,19 @@ bench: venv
 	$(PY) bench/train.py
 	$(PY) bench/eval.py
 	$(PY) bench/prepare.py
+
+# English text from Debian packages for the distillation pool (issue 7), unpacked without installing:
+# WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
+# src/psp_hf/distill/registry_text.py for the licences; psp_hf.distill finds them under .cache/registry-text/root.
+REGISTRY_DEBS := wordnet-base fortunes-min fortunes dict-gcide dict-devil dict-jargon
+
+registry-text: .cache/registry-text/.unpacked
+
+.cache/registry-text/.unpacked:
+	mkdir -p .cache/registry-text/debs .cache/registry-text/root
+	cd .cache/registry-text/debs && apt-get download $(REGISTRY_DEBS)
+	for deb in .cache/registry-text/debs/*.deb; do dpkg -x $$deb .cache/registry-text/root; done
+	touch $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
