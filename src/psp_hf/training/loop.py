@@ -7,6 +7,12 @@ everything needed to continue exactly: weights, optimizer states, step, M, epoch
 the stream and RNG states. Dropout masks come from a generator seeded by (seed, process, step), so a resumed
 run draws the same masks without replaying the RNG.
 
+With `--teacher-cache`, a second stream of (sentence, teacher vector) batches from the cached pool runs beside the
+pairs (cycled, reshuffled per pass) and each step adds `distill_weight * mean(1 - cos(W student, teacher))` to
+`margin_weight *` the margin loss; without pairs (or with `--margin-weight 0`) the run is distillation only and
+an epoch is a pass over the pool. The checkpoint then also holds the pool stream's epoch and position and the
+projection W.
+
 Layout of `--output-dir`:
 
     config.json, model.safetensors, tokenizer*.json, *.py   the final Hub-format model
@@ -14,6 +20,7 @@ Layout of `--output-dir`:
     training/best.safetensors                               weights with the best dev score so far
     training/tokenizer/                                     the tokenizer the run uses
     training/args.json, training/metrics.jsonl              settings and one JSON line per log/eval
+    training/projection.safetensors                         W (distillation with --dim != the teacher's dim)
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import torch
 
 from ..errors import PSPInputError
 from .config import DEV_SPLITS, TrainingArguments
-from .loss import LazyAdam, TrainingEncoder, clip_grad_norm, margin_loss
+from .loss import LazyAdam, TrainingEncoder, clip_grad_norm, distill_loss, margin_loss
 from .miner import NO_NEGATIVE, MegaBatch, MegaBatchMiner, tokenize_megabatch
 
 CHECKPOINT_FORMAT = 1
@@ -42,7 +49,7 @@ CHECKPOINT_FORMAT = 1
 RESUME_FIXED = (
     "data", "data_config", "split", "columns", "kind", "lang", "shuffle_buffer", "tokenizer", "vocab_size",
     "tokenizer_sentences", "lowercase", "dim", "batch_size", "megabatch_size", "megabatch_anneal", "negatives",
-    "seed",
+    "seed", "teacher_cache", "distill_batch_size", "init", "init_vectors", "teacher_model", "piece_weights",
 )
 
 
@@ -61,6 +68,29 @@ class TrainState:
     last_eval_step: int | None = None
     finished: bool = False
     positions: list[int] = field(default_factory=list)  # raw rows consumed in `epoch`, per process
+    distill_epoch: int = 0  # pass over the teacher pool (equals `epoch` in a distillation-only run)
+    distill_position: int = 0  # rows of this pass consumed, per process (equal on every process)
+    sentences_seen: int = 0  # pool sentences in the distillation loss, all processes together
+    teacher_masked: int = 0  # negatives skipped as teacher paraphrases
+
+
+@dataclass
+class _LogWindow:
+    """Sums over the steps since the last metrics line."""
+
+    loss: torch.Tensor
+    norm: torch.Tensor
+    margin: torch.Tensor
+    distill: torch.Tensor
+    steps: int = 0
+    pairs: int = 0
+    sentences: int = 0
+    seconds: float = 0.0
+    masked: int = 0
+
+    @classmethod
+    def new(cls, device: torch.device) -> _LogWindow:
+        return cls(*(torch.zeros((), device=device) for _ in range(4)))
 
 
 def peak_rss_mb() -> float:
@@ -150,14 +180,24 @@ class Trainer:
         from .data import PairSource, PairStream
 
         self.kind = args.resolved_kind()
-        self.source = PairSource(
-            args.data, columns=args.column_pair() or None, lang=args.lang, split=args.split,
-            data_config=args.data_config,
-        )
-        self.stream = PairStream(
-            self.source, batch_size=args.batch_size, shuffle_buffer=args.shuffle_buffer, seed=args.seed,
-            rank=self.rank, world_size=self.world_size,
-        )
+        self.distill_only = args.distill_only()
+        self.source = self.stream = None
+        if args.data:
+            self.source = PairSource(
+                args.data, columns=args.column_pair() or None, lang=args.lang, split=args.split,
+                data_config=args.data_config,
+            )
+            self.stream = PairStream(
+                self.source, batch_size=args.batch_size, shuffle_buffer=args.shuffle_buffer, seed=args.seed,
+                rank=self.rank, world_size=self.world_size,
+            )
+        self.pool = None
+        if args.teacher_cache:
+            from .distill import TeacherPool
+
+            self.pool = TeacherPool(args.teacher_cache, seed=args.seed, rank=self.rank, world_size=self.world_size)
+        self.distilling = self.pool is not None and args.distill_weight > 0
+        self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
         self.tokenizer = self._load_or_train_tokenizer(resuming=checkpoint is not None)
         self.backend = self.tokenizer.backend_tokenizer
         self.backend.no_padding()
@@ -165,10 +205,26 @@ class Trainer:
 
         from ..encoder import PSPEncoder
 
-        self.model = PSPEncoder.from_tokenizer(self.tokenizer, hidden_size=args.dim, seed=args.seed).model
+        encoder = PSPEncoder.from_tokenizer(
+            self.tokenizer, hidden_size=args.dim, seed=args.seed, use_piece_weights=args.piece_weights != "none"
+        )
+        self.model = encoder.model
+        if self.distilling:
+            self.pool.tokenize(encoder)
+        if checkpoint is None:
+            self._initialise(encoder)
+        if self.model.piece_weights is not None:
+            # SIF weights are frequencies, not parameters: they stay as computed.
+            self.model.piece_weights.requires_grad_(False)
+        self.projection = None
+        if self.distilling and self.pool.dim != args.dim:
+            torch.manual_seed(args.seed + 1)
+            self.projection = torch.nn.Linear(args.dim, self.pool.dim, bias=False)
         self.sparse = self._use_sparse()
         self.model.embeddings.sparse = self.sparse
-        self.encoder_module = accelerator.prepare(TrainingEncoder(self.model, dropout=args.dropout))
+        self.encoder_module = accelerator.prepare(
+            TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection)
+        )
         self.encoder_module.train()
         self.optimizers = self._make_optimizers()
         self.miner = MegaBatchMiner(args.megabatch_size, args.megabatch_anneal, pool=args.resolved_negatives())
@@ -196,6 +252,42 @@ class Trainer:
                 f"this run has {self.world_size}; resume with the same number of processes"
             )
 
+    def _training_texts(self, limit: int):
+        """Up to `limit` sentences of the training text: the pairs' sentences, then the pool's."""
+        import itertools
+
+        texts = self.source.texts(limit) if self.source is not None else iter(())
+        if self.pool is not None:
+            texts = itertools.chain(texts, self.pool.sentences)
+        return itertools.islice(texts, limit)
+
+    def _initialise(self, encoder) -> None:
+        """--init and --piece-weights on a fresh run (every process computes the same values)."""
+        args = self.args
+        if args.init == "teacher":
+            from ..distill.init import set_table, teacher_table
+            from ..distill.teacher import default_teacher_path, load_teacher
+
+            name = args.teacher_model
+            if name is None and self.pool is not None and self.pool.teacher != "sentence-transformers/all-MiniLM-L6-v2":
+                name = self.pool.teacher
+            self._say(f"initialising the table from teacher {name or default_teacher_path()}")
+            set_table(encoder, teacher_table(self.tokenizer, load_teacher(name), args.dim, seed=args.seed))
+        elif args.init == "word-vectors":
+            from ..distill.init import set_table, word_vector_table
+
+            found = word_vector_table(self.tokenizer, args.init_vectors, args.dim, seed=args.seed)
+            self._say(f"initialising the table from {args.init_vectors}: {found.covered} of {found.vocab_size} "
+                      f"pieces found ({100 * found.coverage:.1f}%)")
+            set_table(encoder, found.table)
+        if args.piece_weights == "sif":
+            from ..distill.piece_weights import piece_counts, sif_weights
+
+            counts = piece_counts(encoder, self._training_texts(args.tokenizer_sentences))
+            with torch.no_grad():
+                self.model.piece_weights.copy_(torch.from_numpy(sif_weights(counts)))
+            self._say(f"SIF piece weights from {int(counts.sum())} pieces of the training text")
+
     def _load_or_train_tokenizer(self, resuming: bool):
         from transformers import PreTrainedTokenizerFast
 
@@ -211,9 +303,9 @@ class Trainer:
                 from ..tokenizer import train_tokenizer
 
                 self._say(f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
-                          "sentences of the data")
+                          "sentences of the training text")
                 train_tokenizer(
-                    self.source.texts(args.tokenizer_sentences), vocab_size=args.vocab_size, output_dir=folder,
+                    self._training_texts(args.tokenizer_sentences), vocab_size=args.vocab_size, output_dir=folder,
                     lowercase=args.lowercase, seed=args.seed,
                 )
         self.accelerator.wait_for_everyone()
@@ -225,11 +317,18 @@ class Trainer:
         # NCCL cannot all-reduce sparse tensors; gloo (CPU processes) can.
         return not (self.world_size > 1 and self.device.type == "cuda")
 
-    def _make_optimizers(self) -> list[torch.optim.Optimizer]:
+    def _trainable(self) -> list[torch.nn.Parameter]:
+        """The table first, then the other trainable parameters (piece weights if learned, the projection)."""
         table = self.model.embeddings.weight
         others = [p for p in self.model.parameters() if p is not table and p.requires_grad]
+        if self.projection is not None:
+            others += list(self.projection.parameters())
+        return [table, *others]
+
+    def _make_optimizers(self) -> list[torch.optim.Optimizer]:
+        table, *others = self._trainable()
         if not self.sparse:
-            return [torch.optim.Adam(self.model.parameters(), lr=self.args.lr)]
+            return [torch.optim.Adam([table, *others], lr=self.args.lr)]
         # Lazy Adam: only the rows of the pieces in the batch are read and written each step.
         optimizers: list[torch.optim.Optimizer] = [LazyAdam([table], lr=self.args.lr)]
         if others:
@@ -243,6 +342,8 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ checkpoints
     def _restore(self, checkpoint: dict) -> None:
         self.model.load_state_dict(checkpoint["model"])
+        if self.projection is not None:
+            self.projection.load_state_dict(checkpoint["projection"])
         for optimizer, saved in zip(self.optimizers, checkpoint["optimizers"], strict=True):
             optimizer.load_state_dict(saved)
         self.state = TrainState(**checkpoint["state"])
@@ -264,6 +365,10 @@ class Trainer:
         payload = {
             "format": CHECKPOINT_FORMAT,
             "model": {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()},
+            "projection": (
+                None if self.projection is None
+                else {name: tensor.detach().cpu() for name, tensor in self.projection.state_dict().items()}
+            ),
             "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
             "state": state.__dict__.copy(),
             "rng": _rng_state(),
@@ -329,44 +434,84 @@ class Trainer:
         _atomic_write_bytes(self.training_dir / "best.safetensors", lambda tmp: save_file(tensors, tmp))
 
     # ---------------------------------------------------------------------------------------------- steps
-    def _mine(self, megabatch: MegaBatch) -> torch.Tensor:
+    def _mine(self, megabatch: MegaBatch, teacher: torch.Tensor | None = None) -> torch.Tensor:
         with torch.no_grad():
             embeddings = self.model.embed(megabatch.flat_ids, megabatch.starts)
-        return self.miner.mine(embeddings, megabatch.keys, first_side_only=self.args.one_sided)
+        return self.miner.mine(embeddings, megabatch.keys, first_side_only=self.args.one_sided, teacher=teacher,
+                               teacher_threshold=self.teacher_threshold)
 
-    def _train_step(self, megabatch: MegaBatch, negatives: torch.Tensor, start: int, size: int) -> tuple:
-        n = megabatch.n_pairs
-        first = torch.arange(start, start + size, device=self.device)
-        second = first + n
-        first_negative, second_negative = negatives[first], negatives[second]
-        first_valid = first_negative != NO_NEGATIVE
-        second_valid = second_negative != NO_NEGATIVE
-        # A row without a negative gets a stand-in (masked out of the loss) so shapes stay fixed.
-        first_negative = torch.where(first_valid, first_negative, second)
-        second_negative = torch.where(second_valid, second_negative, first)
-        parts = [first, second, first_negative] if self.args.one_sided else [
-            first, second, first_negative, second_negative]
-        flat_ids, offsets = megabatch.bags(torch.cat(parts))
+    def _next_distill_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The pool stream's next batch (moving on to a new pass when one is used up)."""
+        pool, state, size = self.pool, self.state, self.args.distill_batch_size
+        if state.distill_position >= pool.shard_size:
+            state.distill_epoch += 1
+            state.distill_position = 0
+        rows = pool.rows(state.distill_epoch, state.distill_position, size)
+        state.distill_position += len(rows)
+        state.sentences_seen += len(rows) * self.world_size
+        return tuple(tensor.to(self.device) for tensor in pool.batch(rows))
+
+    def _train_step(
+        self, megabatch: MegaBatch | None, negatives: torch.Tensor | None, start: int, size: int,
+        distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple:
+        """One optimizer step on mini-batch `[start, start + size)` of `megabatch` and/or a distillation batch.
+
+        Returns detached `(loss, grad norm, margin loss or None, distillation loss or None)`.
+        """
+        args = self.args
+        flat_ids = offsets = None
+        if megabatch is not None:
+            n = megabatch.n_pairs
+            first = torch.arange(start, start + size, device=self.device)
+            second = first + n
+            first_negative, second_negative = negatives[first], negatives[second]
+            first_valid = first_negative != NO_NEGATIVE
+            second_valid = second_negative != NO_NEGATIVE
+            # A row without a negative gets a stand-in (masked out of the loss) so shapes stay fixed.
+            first_negative = torch.where(first_valid, first_negative, second)
+            second_negative = torch.where(second_valid, second_negative, first)
+            parts = [first, second, first_negative] if args.one_sided else [
+                first, second, first_negative, second_negative]
+            flat_ids, offsets = megabatch.bags(torch.cat(parts))
+        project_last = 0
+        if distill is not None:
+            distill_ids, distill_offsets, targets = distill
+            project_last = distill_offsets.numel()
+            if flat_ids is None:
+                flat_ids, offsets = distill_ids, distill_offsets
+            else:  # one forward for both (DDP): the pool's bags after the pairs'
+                offsets = torch.cat([offsets, distill_offsets + flat_ids.numel()])
+                flat_ids = torch.cat([flat_ids, distill_ids])
         module = self.encoder_module
-        if self.args.dropout > 0:
+        if args.dropout > 0:
             unwrapped = self.accelerator.unwrap_model(module)
             generator = torch.Generator(device=self.device)
-            generator.manual_seed((self.args.seed * 1_000_003 + self.state.step * 7919 + self.rank) % 2**62)
+            generator.manual_seed((args.seed * 1_000_003 + self.state.step * 7919 + self.rank) % 2**62)
             unwrapped.generator = generator
-        embeddings = module(flat_ids, offsets).split(size)
-        if self.args.one_sided:
-            loss = margin_loss(embeddings[0], embeddings[1], embeddings[2], None, self.args.margin,
-                               first_valid.float())
-        else:
-            loss = margin_loss(embeddings[0], embeddings[1], embeddings[2], embeddings[3], self.args.margin,
-                               first_valid.float(), second_valid.float())
+        output = module(flat_ids, offsets, project_last)
+        embeddings, projected = output if project_last else (output, None)
+        loss = margin_part = distill_part = None
+        if megabatch is not None:
+            embeddings = embeddings[: len(parts) * size].split(size)
+            if args.one_sided:
+                margin_part = margin_loss(embeddings[0], embeddings[1], embeddings[2], None, args.margin,
+                                          first_valid.float())
+            else:
+                margin_part = margin_loss(embeddings[0], embeddings[1], embeddings[2], embeddings[3], args.margin,
+                                          first_valid.float(), second_valid.float())
+            loss = args.margin_weight * margin_part
+        if distill is not None:
+            distill_part = distill_loss(projected, targets)
+            loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         self.accelerator.backward(loss)
-        norm = clip_grad_norm(self.model.parameters(), self.args.grad_clip)
+        norm = clip_grad_norm(self._trainable(), args.grad_clip)
         for optimizer in self.optimizers:
             optimizer.step()
-        return loss.detach(), norm
+        return (loss.detach(), norm, None if margin_part is None else margin_part.detach(),
+                None if distill_part is None else distill_part.detach())
 
     def _gather_megabatch(self, batches, size: int) -> list:
         texts = []
@@ -391,12 +536,25 @@ class Trainer:
             (self.training_dir / "args.json").write_text(json.dumps(args.to_dict(), indent=2), encoding="utf-8")
             if args.resume:
                 self._trim_metrics()
-        self._say(
-            f"{self.kind} pairs from {self.source.description} (columns {self.source.first_column}, "
-            f"{self.source.second_column}); negatives from {args.resolved_negatives()}; "
-            f"{'sparse lazy Adam' if self.sparse else 'dense Adam'}; {self.world_size} process(es) on "
-            f"{self.device.type}; vocab {len(self.tokenizer)}, dim {args.dim}"
-        )
+        optimizer_text = "sparse lazy Adam" if self.sparse else "dense Adam"
+        machine = f"{self.world_size} process(es) on {self.device.type}; vocab {len(self.tokenizer)}, dim {args.dim}"
+        if self.source is not None and not self.distill_only:
+            self._say(
+                f"{self.kind} pairs from {self.source.description} (columns {self.source.first_column}, "
+                f"{self.source.second_column}); negatives from {args.resolved_negatives()}; {optimizer_text}; "
+                f"{machine}"
+            )
+        if self.pool is not None:
+            role = ("distillation only" if self.distill_only else
+                    f"distillation weight {args.distill_weight}, margin weight {args.margin_weight}"
+                    if self.distilling else "negative filter only")
+            self._say(
+                f"teacher {self.pool.teacher} (dim {self.pool.dim}) on {len(self.pool)} pool sentences: {role}"
+                + (f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"
+                   if self.teacher_threshold is not None else "")
+                + (f"; learned projection {args.dim} -> {self.pool.dim}" if self.projection is not None else "")
+                + (f"; {optimizer_text}; {machine}" if self.distill_only else "")
+            )
         if state.step == 0 and not args.resume:
             score = self.evaluate()
             if score is not None:
@@ -404,82 +562,131 @@ class Trainer:
 
         from tqdm.auto import tqdm
 
-        progress = tqdm(
+        self.progress = tqdm(
             total=args.max_steps or None, initial=state.step, unit="step", dynamic_ncols=True,
             disable=args.quiet or not self.is_main, file=sys.stderr,
         )
-        next_save = (state.step // args.save_every + 1) * args.save_every if args.save_every else None
-        log_loss = torch.zeros((), device=self.device)
-        log_norm = torch.zeros((), device=self.device)
-        log_steps, log_pairs, log_seconds = 0, 0, 0.0
-        tick = time.perf_counter()
+        self.next_save = (state.step // args.save_every + 1) * args.save_every if args.save_every else None
+        self.window = _LogWindow.new(self.device)
+        self.tick = time.perf_counter()
         stop = bool(args.max_steps and state.step >= args.max_steps)
         while not stop and state.epoch < args.epochs:
-            batches = iter(self.stream.minibatches(state.epoch, skip=state.positions[self.rank]))
-            while not stop:
-                state.megabatch_size = self.miner.size_at(state.step)
-                texts = self._gather_megabatch(batches, state.megabatch_size)
-                if not texts:
-                    break
-                first = [text for batch in texts for text in batch.first]
-                second = [text for batch in texts for text in batch.second]
-                megabatch = tokenize_megabatch(self.backend, first, second, [len(b) for b in texts]).to(self.device)
-                negatives = self._mine(megabatch)
-                start = 0
-                for batch in texts:
-                    loss, norm = self._train_step(megabatch, negatives, start, len(batch))
-                    start += len(batch)
-                    state.step += 1
-                    state.positions[self.rank] = batch.position
-                    pairs = len(batch) * self.world_size
-                    state.pairs_seen += pairs
-                    log_loss += loss
-                    log_norm += norm
-                    log_steps += 1
-                    log_pairs += pairs
-                    progress.update(1)
-                    if state.step % args.log_every == 0 or (args.max_steps and state.step >= args.max_steps):
-                        now = time.perf_counter()
-                        log_seconds += now - tick
-                        state.train_seconds += now - tick
-                        tick = now
-                        mean_loss = float(log_loss) / max(log_steps, 1)
-                        self._log({
-                            "event": "train", "step": state.step, "epoch": state.epoch + 1, "loss": mean_loss,
-                            "grad_norm": float(log_norm) / max(log_steps, 1),
-                            "megabatch_size": state.megabatch_size, "pairs_seen": state.pairs_seen,
-                            "pairs_per_s": log_pairs / max(log_seconds, 1e-9), "peak_rss_mb": peak_rss_mb(),
-                        })
-                        progress.set_postfix(loss=f"{mean_loss:.3f}", M=state.megabatch_size, refresh=False)
-                        log_loss.zero_()
-                        log_norm.zero_()
-                        log_steps, log_pairs, log_seconds = 0, 0, 0.0
-                    if args.eval_every and state.step % args.eval_every == 0:
-                        state.train_seconds += time.perf_counter() - tick
-                        log_seconds += time.perf_counter() - tick
-                        self.evaluate()
-                        tick = time.perf_counter()
-                    if args.max_steps and state.step >= args.max_steps:
-                        stop = True
-                        break
-                if next_save is not None and state.step >= next_save and not stop:
-                    elapsed = time.perf_counter() - tick
-                    state.train_seconds += elapsed
-                    log_seconds += elapsed
-                    self.save_checkpoint()
-                    next_save = (state.step // args.save_every + 1) * args.save_every
-                    tick = time.perf_counter()
+            stop = self._pool_epoch() if self.distill_only else self._pairs_epoch()
             if not stop:
                 state.epoch += 1
                 state.positions[self.rank] = 0
-        state.train_seconds += time.perf_counter() - tick
-        progress.close()
+                if self.distill_only:
+                    state.distill_epoch, state.distill_position = state.epoch, 0
+        state.train_seconds += time.perf_counter() - self.tick
+        self.progress.close()
         state.finished = True
         if state.last_eval_step != state.step:
             self.evaluate()
         self.save_checkpoint()
         self._finish()
         return self.output_dir
+
+    def _pairs_epoch(self) -> bool:
+        """The rest of the current pass over the pairs; True when --max-steps stopped it."""
+        state = self.state
+        batches = iter(self.stream.minibatches(state.epoch, skip=state.positions[self.rank]))
+        while True:
+            state.megabatch_size = self.miner.size_at(state.step)
+            texts = self._gather_megabatch(batches, state.megabatch_size)
+            if not texts:
+                return False
+            first = [text for batch in texts for text in batch.first]
+            second = [text for batch in texts for text in batch.second]
+            megabatch = tokenize_megabatch(self.backend, first, second, [len(b) for b in texts]).to(self.device)
+            teacher = self.pool.lookup([*first, *second]) if self.teacher_threshold is not None else None
+            negatives = self._mine(megabatch, teacher)
+            state.teacher_masked += self.miner.last_teacher_masked
+            self.window.masked += self.miner.last_teacher_masked
+            start = 0
+            for batch in texts:
+                distill = self._next_distill_batch() if self.distilling else None
+                result = self._train_step(megabatch, negatives, start, len(batch), distill)
+                start += len(batch)
+                state.positions[self.rank] = batch.position
+                pairs = len(batch) * self.world_size
+                state.pairs_seen += pairs
+                if self._after_step(result, pairs, 0 if distill is None else len(distill[1]) * self.world_size):
+                    return True
+            self._maybe_save()
+
+    def _pool_epoch(self) -> bool:
+        """The rest of the current pass over the pool (distillation only); True when --max-steps stopped it."""
+        state = self.state
+        size = self.args.distill_batch_size
+        while state.distill_position < self.pool.shard_size:
+            rows = self.pool.rows(state.epoch, state.distill_position, size)
+            state.distill_position += len(rows)
+            state.sentences_seen += len(rows) * self.world_size
+            distill = tuple(tensor.to(self.device) for tensor in self.pool.batch(rows))
+            if self._after_step(self._train_step(None, None, 0, 0, distill), 0, len(rows) * self.world_size):
+                return True
+            self._maybe_save()
+        return False
+
+    def _maybe_save(self) -> None:
+        if self.next_save is not None and self.state.step >= self.next_save:
+            elapsed = time.perf_counter() - self.tick
+            self.state.train_seconds += elapsed
+            self.window.seconds += elapsed
+            self.save_checkpoint()
+            self.next_save = (self.state.step // self.args.save_every + 1) * self.args.save_every
+            self.tick = time.perf_counter()
+
+    def _after_step(self, result: tuple, pairs: int, sentences: int) -> bool:
+        """Count a step, log and evaluate when due; True when --max-steps is reached."""
+        args, state, window = self.args, self.state, self.window
+        loss, norm, margin_part, distill_part = result
+        state.step += 1
+        window.loss += loss
+        window.norm += norm
+        if margin_part is not None:
+            window.margin += margin_part
+        if distill_part is not None:
+            window.distill += distill_part
+        window.steps += 1
+        window.pairs += pairs
+        window.sentences += sentences
+        self.progress.update(1)
+        at_limit = bool(args.max_steps and state.step >= args.max_steps)
+        if state.step % args.log_every == 0 or at_limit:
+            now = time.perf_counter()
+            window.seconds += now - self.tick
+            state.train_seconds += now - self.tick
+            self.tick = now
+            steps = max(window.steps, 1)
+            mean_loss = float(window.loss) / steps
+            record = {
+                "event": "train", "step": state.step, "epoch": state.epoch + 1, "loss": mean_loss,
+                "grad_norm": float(window.norm) / steps,
+                "megabatch_size": state.megabatch_size, "pairs_seen": state.pairs_seen,
+                "pairs_per_s": window.pairs / max(window.seconds, 1e-9), "peak_rss_mb": peak_rss_mb(),
+            }
+            if self.pool is not None:
+                if not self.distill_only:
+                    record["margin_loss"] = float(window.margin) / steps
+                if self.distilling:
+                    record.update({
+                        "distill_loss": float(window.distill) / steps, "sentences_seen": state.sentences_seen,
+                        "distill_epoch": state.distill_epoch + 1,
+                        "sentences_per_s": window.sentences / max(window.seconds, 1e-9),
+                    })
+                if self.teacher_threshold is not None:
+                    record["teacher_masked"] = window.masked
+            self._log(record)
+            self.progress.set_postfix(loss=f"{mean_loss:.3f}", M=state.megabatch_size, refresh=False)
+            self.window = _LogWindow.new(self.device)
+        if args.eval_every and state.step % args.eval_every == 0:
+            elapsed = time.perf_counter() - self.tick
+            state.train_seconds += elapsed
+            self.window.seconds += elapsed
+            self.evaluate()
+            self.tick = time.perf_counter()
+        return at_limit
 
     def _finish(self) -> None:
         state, args = self.state, self.args
@@ -496,10 +703,14 @@ class Trainer:
                 "best_score": state.best_score, "best_step": state.best_step,
                 "last_score": state.last_score, "kept": self._kept(),
             }
+            if self.pool is not None:
+                summary.update({"sentences_seen": state.sentences_seen, "teacher_masked": state.teacher_masked,
+                                "pool_sentences": len(self.pool)})
             self._log(summary)
+            seen = (f"{state.sentences_seen} pool sentences" if self.distill_only else f"{state.pairs_seen} pairs"
+                    + (f" and {state.sentences_seen} pool sentences" if self.distilling else ""))
             self._say(
-                f"done: {state.step} steps, {state.pairs_seen} pairs in {state.train_seconds:.1f}s "
-                f"({summary['pairs_per_s']:.0f} pairs/s); model in {self.output_dir}"
+                f"done: {state.step} steps, {seen} in {state.train_seconds:.1f}s; model in {self.output_dir}"
                 + (f"; dev {args.dev} best {state.best_score:.2f} at step {state.best_step}"
                    if state.best_score is not None else "")
             )
@@ -533,6 +744,20 @@ class Trainer:
             **self.args.to_dict(), "steps": state.step, "pairs_seen": state.pairs_seen,
             "train_seconds": round(state.train_seconds, 1), "kept": self._kept(),
         }
+        if self.pool is not None:
+            training_info.update(self.pool.text_info())
+            training_info["sentences_seen"] = state.sentences_seen
+            if self.distill_only:
+                training_info["margin_weight"] = 0.0  # what the run used: no pairs in the loss
+            if not self.distilling:
+                training_info["distill_weight"] = 0.0
+        if self.projection is not None:
+            from safetensors.torch import save_file
+
+            # Not part of the model (it maps into the teacher's space); kept for psp_hf.distill.student's
+            # fold_projection.
+            weight = {"weight": self.projection.weight.detach().cpu().contiguous()}
+            _atomic_write_bytes(self.training_dir / "projection.safetensors", lambda tmp: save_file(weight, tmp))
         language = (self.args.lang or "en") if self.kind == "bitext" else "en"
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=self.output_dir))
         bar_was_enabled = hf_logging.is_progress_bar_enabled()

@@ -48,13 +48,29 @@ class TrainingEncoder(nn.Module):
     draw the same masks), and averaged by bag.
     """
 
-    def __init__(self, model: PSPModel, dropout: float = 0.0):
+    def __init__(self, model: PSPModel, dropout: float = 0.0, projection: nn.Module | None = None):
         super().__init__()
         self.model = model
         self.dropout = dropout
+        # The distillation map into the teacher's space; part of this module so that DDP averages its
+        # gradient along with the table's.
+        self.projection = projection
         self.generator: torch.Generator | None = None
 
-    def forward(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, flat_ids: torch.Tensor, offsets: torch.Tensor, project_last: int = 0
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Sentence embeddings of the bags; with `project_last`, also the last that many mapped by `projection`.
+
+        Margin and distillation sentences go through one call (DDP expects one forward per backward).
+        """
+        embeddings = self._embed(flat_ids, offsets)
+        if not project_last:
+            return embeddings
+        tail = embeddings[embeddings.shape[0] - project_last:]
+        return embeddings, (self.projection(tail) if self.projection is not None else tail)
+
+    def _embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         config = self.model.config
         if not self.training:
             return self.model.embed(flat_ids, offsets)
@@ -90,6 +106,11 @@ class TrainingEncoder(nn.Module):
         summed = summed.index_add(0, bag, pieces * weights.unsqueeze(1))
         total = torch.zeros(offsets.numel(), dtype=pieces.dtype, device=pieces.device).index_add(0, bag, weights)
         return summed / total.clamp_min(1e-12).unsqueeze(1)
+
+
+def distill_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """`mean(1 - cos(student, teacher))` over the rows (student already mapped into the teacher's space)."""
+    return 1.0 - F.cosine_similarity(student, teacher.to(student.dtype), dim=1).mean()
 
 
 def coalesce(grad: torch.Tensor) -> torch.Tensor:

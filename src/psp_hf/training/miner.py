@@ -7,6 +7,10 @@ A mega-batch is M mini-batches gathered together. Each of its 2N sentences is em
 * not a sentence with the same pieces as the sentence or as its partner (the original code let exact duplicates
   of the partner become "negatives": the loss then pushes a sentence away from its own paraphrase),
 
+* with teacher vectors and a threshold: not a sentence whose teacher cosine with the anchor is at least the
+  threshold (an unlabelled true paraphrase, which the loss would push away); a sentence without a teacher
+  vector (a NaN row) is never filtered,
+
 where candidates are the other side of the pairs (bitext: the other language) or both sides (paraphrases).
 M starts at 1 and grows by 1 every `anneal` mini-batches up to `max_size`.
 
@@ -123,6 +127,7 @@ class MegaBatchMiner:
         self.anneal = anneal
         self.pool = pool
         self.chunk_rows = chunk_rows
+        self.last_teacher_masked = 0  # candidates removed by the teacher threshold in the last mine() call
 
     def size_at(self, step: int) -> int:
         """M for a mega-batch gathered after `step` mini-batches: 1 + step // anneal, capped."""
@@ -131,11 +136,20 @@ class MegaBatchMiner:
         return min(self.max_size, 1 + step // self.anneal)
 
     @torch.no_grad()
-    def mine(self, embeddings: torch.Tensor, keys: torch.Tensor, first_side_only: bool = False) -> torch.Tensor:
+    def mine(
+        self,
+        embeddings: torch.Tensor,
+        keys: torch.Tensor,
+        first_side_only: bool = False,
+        teacher: torch.Tensor | None = None,
+        teacher_threshold: float | None = None,
+    ) -> torch.Tensor:
         """Index of each sentence's negative among the 2N sentences, or `NO_NEGATIVE` (-1) if none is allowed.
 
         `embeddings` is `(2N, dim)` in the mega-batch layout; `keys` marks sentences with equal pieces.
         `first_side_only` mines for the first sides only (one-sided loss); second sides get `NO_NEGATIVE`.
+        `teacher` (`(2N, teacher_dim)`, NaN rows for sentences without a label) with `teacher_threshold` removes
+        every candidate whose teacher cosine with the anchor is >= the threshold.
         """
         total = embeddings.shape[0]
         if total % 2:
@@ -155,6 +169,14 @@ class MegaBatchMiner:
         row_pointer[1:] = torch.cumsum(torch.bincount(forbidden_rows, minlength=total), 0)
         row_pointer = row_pointer.tolist()
 
+        use_teacher = teacher is not None and teacher_threshold is not None
+        if use_teacher:
+            teacher = teacher.to(device=device, dtype=torch.float32)
+            labelled = ~torch.isnan(teacher).any(dim=1)
+            # Unlabelled rows become zero vectors and are masked out explicitly (a threshold <= 0 would catch
+            # a zero cosine otherwise).
+            teacher_unit = torch.nn.functional.normalize(torch.nan_to_num(teacher, nan=0.0), dim=1)
+        self.last_teacher_masked = 0
         negatives = torch.full((total,), NO_NEGATIVE, dtype=torch.long, device=device)
         sides = ((0, n),) if first_side_only else ((0, n), (n, total))
         for side_start, side_end in sides:
@@ -171,6 +193,14 @@ class MegaBatchMiner:
                 block_cols = forbidden_cols[lo:hi] - pool_start
                 inside = (block_cols >= 0) & (block_cols < pool_end - pool_start)
                 scores[block_rows[inside], block_cols[inside]] = -torch.inf
+                if use_teacher:
+                    paraphrase = (teacher_unit[row_start:row_end] @ teacher_unit[pool_start:pool_end].T) >= (
+                        teacher_threshold
+                    )
+                    paraphrase &= labelled[row_start:row_end, None] & labelled[None, pool_start:pool_end]
+                    paraphrase &= ~torch.isneginf(scores)  # count only candidates not already excluded
+                    self.last_teacher_masked += int(paraphrase.sum())
+                    scores[paraphrase] = -torch.inf
                 best_scores, best = scores.max(dim=1)
                 chosen = best + pool_start
                 negatives[row_start:row_end] = torch.where(

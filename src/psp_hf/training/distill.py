@@ -1,0 +1,157 @@
+"""The teacher side of training: the cached pool as a stream of (sentence, teacher vector) batches.
+
+`TeacherPool` reads a `psp_hf.distill.teacher.TeacherCache` once: the sentences, and their teacher vectors kept
+as float16 (384-d MiniLM labels of 430k sentences take 330 MB). For the distillation loss the sentences are
+tokenized once into flat arrays, and a batch is gathered from them with numpy indexing. Each epoch of the pool is
+a seeded permutation (seed, epoch); with several processes every process takes an equal share of it (rank
+`r` gets positions r, r + W, ...; the few rows left over by n % W wait for another epoch), so every process takes
+the same number of distillation steps. The position inside the epoch is a row count, which is all a checkpoint
+needs to continue exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import PSPInputError
+
+CORPUS_REPORT = "corpus-report.json"  # the pool's report.json, copied into the cache by the labelling command
+
+
+class TeacherPool:
+    """Sentences and float16 teacher vectors of a cache; `tokenize()` prepares it for distillation batches."""
+
+    def __init__(self, cache_dir: str | os.PathLike, seed: int = 0, rank: int = 0, world_size: int = 1):
+        from ..distill.teacher import TeacherCache
+
+        cache = TeacherCache(cache_dir)
+        meta = cache.meta()
+        if meta is None or not cache.chunk_files():
+            raise PSPInputError(f"--teacher-cache {cache_dir}: no teacher labels there (run python -m "
+                                "psp_hf.distill.teacher --corpus POOL --cache FOLDER first)")
+        self.directory = Path(cache_dir)
+        self.meta = meta
+        self.sentences, self.vectors = cache.load(dtype=np.float16)
+        self.teacher = str(meta.get("teacher", "unknown"))
+        self.dim = int(self.vectors.shape[1])
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.shard_size = len(self.sentences) // world_size
+        if self.shard_size < 1:
+            raise PSPInputError(f"--teacher-cache {cache_dir}: {len(self.sentences)} sentences for {world_size} "
+                                "processes")
+        self.tokens = None
+        self._index: dict[str, int] | None = None
+        self._order_epoch: int | None = None
+        self._order: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    # ------------------------------------------------------------------------------------------ batches
+    def tokenize(self, encoder) -> None:
+        """Tokenize every sentence once with `encoder` (a `PSPEncoder`)."""
+        from ..distill.student import TokenizedPool
+
+        self.tokens = TokenizedPool.build(encoder, self.sentences)
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        """Distillation batches in one pass over this process's share."""
+        return math.ceil(self.shard_size / batch_size)
+
+    def shard(self, epoch: int) -> np.ndarray:
+        """Row numbers of this process's share of `epoch`, in order (a seeded permutation)."""
+        if self._order_epoch != epoch:
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sentences))
+            self._order = order[self.rank :: self.world_size][: self.shard_size]
+            self._order_epoch = epoch
+        return self._order
+
+    def rows(self, epoch: int, position: int, batch_size: int) -> np.ndarray:
+        """The next batch of rows of `epoch` after `position` rows of this process's share."""
+        return self.shard(epoch)[position : position + batch_size]
+
+    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`(flat_ids, offsets, teacher vectors as float32)` of the sentences `rows`."""
+        if self.tokens is None:
+            raise RuntimeError("TeacherPool.tokenize() must be called before batch()")
+        flat_ids, offsets = self.tokens.batch(rows)
+        return flat_ids, offsets, torch.from_numpy(self.vectors[rows].astype(np.float32))
+
+    # ------------------------------------------------------------------------------------------ lookups
+    def lookup(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Teacher vectors of `sentences` as float32 `(len, dim)`; NaN rows for sentences the cache lacks."""
+        if self._index is None:
+            self._index = {text: row for row, text in enumerate(self.sentences)}
+        index = self._index
+        rows = np.fromiter((index.get(s, -1) for s in sentences), dtype=np.int64, count=len(sentences))
+        out = self.vectors[np.maximum(rows, 0)].astype(np.float32)
+        out[rows < 0] = np.nan
+        return torch.from_numpy(out)
+
+    # ------------------------------------------------------------------------------------------ provenance
+    def text_info(self) -> dict:
+        """Teacher, pool size and text sources, for the training info and the model card."""
+        info = {"teacher": self.teacher, "teacher_dim": self.dim, "pool_sentences": len(self.sentences)}
+        report = corpus_report(self.directory)
+        info["training_text"] = describe_sources(report, len(self.sentences), self.directory)
+        return info
+
+
+def corpus_report(cache_dir: str | os.PathLike) -> dict | None:
+    """The pool's `report.json` (from `psp_hf.distill.corpus.write_corpus`) found with the cache, or None.
+
+    Looked for in the cache folder (`corpus-report.json`, copied there when labelling), in the corpus folder the
+    cache's meta names, and in a sibling folder holding a pool (`report.json` beside `sentences.parquet`).
+    """
+    cache_dir = Path(cache_dir)
+    candidates = [cache_dir / CORPUS_REPORT]
+    meta_path = cache_dir / "meta.json"
+    if meta_path.is_file():
+        corpus = json.loads(meta_path.read_text(encoding="utf-8")).get("corpus")
+        if corpus:
+            corpus_path = Path(corpus)
+            candidates.append((corpus_path if corpus_path.is_dir() else corpus_path.parent) / "report.json")
+    if cache_dir.parent.is_dir():
+        candidates += sorted(
+            path / "report.json" for path in cache_dir.parent.iterdir()
+            if path.is_dir() and (path / "sentences.parquet").is_file()
+        )
+    for path in candidates:
+        if path.is_file():
+            try:
+                report = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                continue
+            if isinstance(report, dict) and "sources" in report:
+                return report
+    return None
+
+
+def describe_sources(report: dict | None, pool_sentences: int, cache_dir: str | os.PathLike) -> str:
+    """One line naming the pool's sources with their kept counts and licences (or the cache folder's name)."""
+    if not report:
+        return f"{pool_sentences:,} unlabelled sentences (teacher cache {Path(cache_dir).name})"
+    parts = []
+    for name, counts in report.get("sources", {}).items():
+        kept = counts.get("kept", 0) if isinstance(counts, dict) else 0
+        if not kept:
+            continue
+        licence = counts.get("license") if isinstance(counts, dict) else None
+        parts.append(f"{name} {kept:,}" + (f" ({licence})" if licence else ""))
+    excluded = sum(
+        entry.get("pool_sentences_matched", 0) for entry in report.get("evaluation_sets", {}).values()
+        if isinstance(entry, dict)
+    )
+    text = f"{pool_sentences:,} unlabelled English sentences: " + "; ".join(parts)
+    if report.get("evaluation_sets"):
+        text += f"; evaluation-set sentences removed by normalised exact match ({excluded:,} matches)"
+    return text

@@ -1,0 +1,254 @@
+"""The teacher inside the training loop: distillation loss, teacher-aware negatives, settings, resume, card."""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from psp_hf.distill.teacher import TeacherCache
+from psp_hf.errors import PSPInputError
+from psp_hf.training.config import TrainingArguments
+from psp_hf.training.loop import Trainer
+from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner
+
+WORD_LIST = (
+    "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
+    "river snow water ball bike car guitar book red blue green big small old young happy"
+)
+WORDS = WORD_LIST.split()
+TEACHER_DIM = 12
+
+
+class BagOfWordsTeacher:
+    """A deterministic 'teacher': the normalised sum of one fixed random vector per word."""
+
+    def encode(self, sentences, **kwargs) -> np.ndarray:
+        def word(w: str) -> np.ndarray:
+            return np.random.default_rng(zlib.crc32(w.encode())).standard_normal(TEACHER_DIM)
+
+        out = np.stack([sum(word(w) for w in s.split()) + 1e-3 for s in sentences])
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def make_sentences(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return list(dict.fromkeys(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 7))) for _ in range(n)))
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> dict:
+    """A tokenizer, a labelled teacher cache with a pool report, and paraphrase-like pairs."""
+    from psp_hf.distill.corpus import CorpusSource, build_corpus, write_corpus
+    from psp_hf.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("toy")
+    sentences = make_sentences(400)
+    corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {},
+                          shuffle_seed=None)
+    write_corpus(corpus, root / "pool")
+    cache = root / "cache"
+    TeacherCache(cache).label(corpus.sentences, BagOfWordsTeacher(), name="bag-of-words", chunk_size=128)
+    tokenizer = root / "tokenizer"
+    train_tokenizer(sentences * 2, vocab_size=80, output_dir=tokenizer)
+    rng = random.Random(1)
+    lines = ["sentence1\tsentence2"]
+    for sentence in corpus.sentences[:200]:
+        words = sentence.split()
+        rng.shuffle(words)
+        lines.append(f"{sentence}\t{' '.join(words)}")
+    pairs = root / "pairs.tsv"
+    pairs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"cache": cache, "tokenizer": tokenizer, "pairs": pairs, "sentences": corpus.sentences}
+
+
+def args(toy: dict, out: Path, **overrides) -> TrainingArguments:
+    settings = {
+        "teacher_cache": str(toy["cache"]), "distill_weight": 1.0, "output_dir": str(out),
+        "tokenizer": str(toy["tokenizer"]), "dim": 8, "distill_batch_size": 32, "batch_size": 16,
+        "megabatch_size": 2, "megabatch_anneal": 0, "lr": 0.05, "dev": "none", "keep": "last", "threads": 1,
+        "quiet": True, "save_every": 0, "log_every": 1, "shuffle_buffer": 50,
+    }
+    settings.update(overrides)
+    return TrainingArguments(**settings)
+
+
+def metrics(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "training" / "metrics.jsonl").read_text().splitlines()]
+
+
+# ----------------------------------------------------------------------------------------------- miner
+def test_teacher_aware_miner_skips_paraphrase_negatives():
+    # Two pairs in the mega-batch layout: rows 0, 1 are the first sides of pairs 0, 1; rows 2, 3 their second
+    # sides. For anchor 0 the only candidate besides its partner (2) is 3, which the teacher calls a paraphrase.
+    embeddings = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.99, 0.1]])
+    keys = torch.arange(4)
+    miner = MegaBatchMiner(max_size=1, anneal=0)
+    plain = miner.mine(embeddings, keys)
+    assert plain.tolist() == [3, 2, 1, 0]
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [1.0, 0.05]])
+    filtered = miner.mine(embeddings, keys, teacher=teacher, teacher_threshold=0.9)
+    # (0, 3) is masked both ways; 0 and 3 have nothing else left, 1 and 2 keep their negatives.
+    assert filtered.tolist() == [NO_NEGATIVE, 2, 1, NO_NEGATIVE]
+    assert miner.last_teacher_masked == 2
+    # Without a label for sentence 3 (NaN row) nothing is filtered.
+    teacher[3] = float("nan")
+    assert miner.mine(embeddings, keys, teacher=teacher, teacher_threshold=0.9).tolist() == plain.tolist()
+    assert miner.last_teacher_masked == 0
+
+
+def test_teacher_mask_matches_a_per_row_reference():
+    rng = torch.Generator().manual_seed(0)
+    n = 12
+    embeddings = torch.randn(2 * n, 5, generator=rng)
+    teacher = torch.randn(2 * n, 4, generator=rng)
+    teacher[[3, 17]] = float("nan")
+    keys = torch.arange(2 * n)
+    got = MegaBatchMiner(max_size=1, anneal=0, chunk_rows=5).mine(embeddings, keys, teacher=teacher,
+                                                                   teacher_threshold=0.3)
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    t_unit = torch.nn.functional.normalize(teacher, dim=1)
+    for anchor in range(2 * n):
+        pool = range(n, 2 * n) if anchor < n else range(n)
+        partner = anchor + n if anchor < n else anchor - n
+        allowed = [
+            c for c in pool if c != partner
+            and (torch.isnan(teacher[anchor]).any() or torch.isnan(teacher[c]).any()
+                 or float(t_unit[anchor] @ t_unit[c]) < 0.3)
+        ]
+        expected = max(allowed, key=lambda c: float(unit[anchor] @ unit[c])) if allowed else NO_NEGATIVE
+        assert got[anchor].item() == expected, anchor
+
+
+# ----------------------------------------------------------------------------------------------- settings
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"teacher_cache": None, "data": ["x.tsv"]}, "--distill-weight needs --teacher-cache"),
+        ({"teacher_cache": None}, "--data is required"),
+        ({"distill_weight": 0.0}, "distillation only"),
+        ({"data": ["x.tsv"], "margin_weight": 0.0, "distill_weight": 0.0}, "distillation only"),
+        ({"teacher_negative_threshold": 0.8}, "needs --data"),
+        ({"teacher_negative_threshold": 1.5, "data": ["x.tsv"]}, "in [-1, 1]"),
+        ({"init": "word-vectors"}, "--init-vectors"),
+        ({"piece_weights": "learned"}, "--piece-weights must be one of"),
+        ({"distill_weight": -1.0}, ">= 0"),
+        ({"teacher_cache": "/nonexistent/cache"}, "no such folder"),
+    ],
+)
+def test_teacher_settings_are_validated(toy, tmp_path, overrides, message):
+    with pytest.raises(PSPInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        args(toy, tmp_path / "out", **overrides).validate()
+
+
+def test_no_data_and_no_teacher_is_refused():
+    with pytest.raises(PSPInputError, match="--teacher-cache"):
+        TrainingArguments(output_dir="x").validate()
+
+
+def test_threshold_flag_parses_as_a_float(tmp_path):
+    import argparse
+
+    from psp_hf.training.config import add_arguments, arguments_from_namespace
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    namespace = parser.parse_args(["--data", "x.tsv", "--output-dir", "o", "--teacher-cache", str(cache),
+                                   "--distill-weight", "0.5", "--teacher-negative-threshold", "0.85"])
+    parsed = arguments_from_namespace(namespace)
+    assert parsed.teacher_negative_threshold == 0.85 and parsed.distill_weight == 0.5
+
+
+# ----------------------------------------------------------------------------------------------- training
+def test_distillation_only_moves_the_student_toward_the_teacher(toy, tmp_path):
+    out = tmp_path / "distilled"
+    trainer = Trainer(args(toy, out, epochs=6))
+    trainer.train()
+    records = [r for r in metrics(out) if r["event"] == "train"]
+    steps_per_epoch = -(-len(toy["sentences"]) // 32)
+    assert records[-1]["step"] == 6 * steps_per_epoch
+    first, last = records[0]["distill_loss"], records[-1]["distill_loss"]
+    assert last < 0.6 * first, (first, last)
+    # A projection was learned (dim 8 -> teacher 12) and saved beside the model, which is the plain table.
+    assert trainer.projection is not None
+    weight = load_file(out / "training" / "projection.safetensors")["weight"]
+    assert weight.shape == (TEACHER_DIM, 8)
+    from psp_hf import PSPEncoder
+
+    model = PSPEncoder.from_pretrained(out)
+    assert model.dim == 8
+    sentences = toy["sentences"][:64]
+    student = model.encode(sentences) @ weight.numpy().T
+    student /= np.linalg.norm(student, axis=1, keepdims=True)
+    _, target = TeacherCache(toy["cache"]).load(sentences)
+    assert float((student * target).sum(1).mean()) > 0.7
+    # The card names the teacher and the text.
+    card = (out / "README.md").read_text()
+    assert "Teacher: `bag-of-words`" in card
+    assert "toy-text" in card and "CC0" in card
+
+
+def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
+    out = tmp_path / "combined"
+    trainer = Trainer(args(toy, out, data=[str(toy["pairs"])], distill_weight=0.5, margin_weight=1.0,
+                           teacher_negative_threshold=0.6, piece_weights="sif", epochs=2))
+    trainer.train()
+    records = [r for r in metrics(out) if r["event"] == "train"]
+    assert records[-1]["step"] == 2 * 13  # 200 pairs / 16 per mini-batch, 2 epochs
+    assert all("margin_loss" in r and "distill_loss" in r for r in records)
+    assert sum(r["teacher_masked"] for r in records) > 0
+    # The distillation stream cycled through the pool (26 batches of up to 32 sentences, the last of a pass short).
+    n = len(toy["sentences"])
+    passes, rest = divmod(26, -(-n // 32))
+    assert records[-1]["distill_epoch"] == passes + (rest > 0) and passes >= 1
+    assert records[-1]["sentences_seen"] == passes * n + min(rest * 32, n)
+    # SIF weights were computed, stayed fixed, and every loader applies them.
+    from transformers import AutoModel, AutoTokenizer
+
+    from psp_hf import PSPEncoder
+
+    model = PSPEncoder.from_pretrained(out)
+    weights = model.model.piece_weights.detach()
+    assert model.model.config.use_piece_weights and float(weights.min()) < 0.5 < float(weights.max())
+    sentences = ["a dog runs in the park", "the happy girl reads a book"]
+    auto = AutoModel.from_pretrained(out, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        via_auto = auto(**batch).sentence_embedding.numpy()
+    np.testing.assert_allclose(via_auto, model.encode(sentences), rtol=1e-5, atol=1e-6)
+    info = json.loads((out / "training" / "args.json").read_text())
+    assert info["teacher_cache"] == str(toy["cache"])
+
+
+def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
+    common = {"data": [str(toy["pairs"])], "distill_weight": 1.0, "epochs": 2, "save_every": 5,
+              "distill_batch_size": 48}
+    reference = tmp_path / "reference"
+    Trainer(args(toy, reference, **common)).train()
+    final = metrics(reference)[-1]["step"]
+
+    # Stop a run at a mega-batch boundary by a step limit (what a kill after a checkpoint leaves), then continue
+    # it without the limit: the resumed run must pick up the pair stream, the pool stream, the projection and
+    # the optimizer states where the checkpoint left them. (tests/test_train.py kills a process for real.)
+    killed5 = tmp_path / "stopped"
+    Trainer(args(toy, killed5, **common, max_steps=6)).train()
+    saved = torch.load(killed5 / "training" / "checkpoint.pt", weights_only=True)
+    assert saved["state"]["step"] == 6 and saved["projection"] is not None
+    assert saved["state"]["distill_position"] == 6 * 48
+    Trainer(args(toy, killed5, **common, resume=True)).train()
+    assert metrics(killed5)[-1]["step"] == final
+    expected, got = load_file(reference / "model.safetensors"), load_file(killed5 / "model.safetensors")
+    assert torch.allclose(expected["embeddings.weight"], got["embeddings.weight"], atol=1e-6)
+    state = torch.load(killed5 / "training" / "checkpoint.pt", weights_only=True)["state"]
+    reference_state = torch.load(reference / "training" / "checkpoint.pt", weights_only=True)["state"]
+    assert (state["distill_epoch"], state["distill_position"]) == (
+        reference_state["distill_epoch"], reference_state["distill_position"])
