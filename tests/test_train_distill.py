@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import zlib
 from pathlib import Path
@@ -252,3 +253,54 @@ def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
     reference_state = torch.load(reference / "training" / "checkpoint.pt", weights_only=True)["state"]
     assert (state["distill_epoch"], state["distill_position"]) == (
         reference_state["distill_epoch"], reference_state["distill_position"])
+
+
+def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("2 8\n" + "".join(
+        f"{word} {' '.join(str(float(i + j)) for j in range(8))}\n" for i, word in enumerate(["dog", "park"])
+    ))
+    trainer = Trainer(args(toy, tmp_path / "out", init="word-vectors", init_vectors=str(vectors)))
+    trainer._setup()
+    from psp_hf.distill.init import piece_texts
+
+    texts = piece_texts(trainer.tokenizer)
+    table = trainer.model.embeddings.weight.detach()
+    matched = [word for word in ("dog", "park") if word in texts]
+    assert matched, "the toy vocabulary should hold a whole-word piece of the vector file"
+    for word in matched:
+        i = ["dog", "park"].index(word)
+        assert torch.equal(table[texts.index(word)], torch.arange(8, dtype=torch.float32) + i)
+
+
+# ----------------------------------------------------------------------------------------------- table
+def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
+    from psp_hf.datasets_local import data_dir
+    from psp_hf.distill.table import main
+
+    if not (data_dir() / "sts" / "stsbenchmark" / "test.tsv").is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"real data missing at {data_dir()} (set PSP_DATA)")
+        pytest.skip("evaluation data not found; set PSP_DATA")
+    from transformers import PreTrainedTokenizerFast
+
+    from psp_hf import PSPEncoder
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(toy["tokenizer"])
+    untrained = PSPEncoder.from_tokenizer(tokenizer, hidden_size=8, seed=0).save_pretrained(tmp_path / "untrained")
+    distilled = tmp_path / "distilled"
+    Trainer(args(toy, distilled, epochs=1)).train()
+    output = tmp_path / "table.json"
+    code = main(["--untrained", str(untrained), "--distill", str(distilled), "--no-teacher",
+                 "--speed-sentences", "500", "--json", str(output)])
+    assert code == 0
+    table = json.loads(output.read_text())
+    assert [row["row"] for row in table["rows"]] == ["untrained", "distill"]
+    assert {entry["row"] for entry in table["skipped"]} == {"pairs", "combined", "teacher", "model2vec"}
+    for row in table["rows"]:
+        assert -100 <= row["sts12-16"] <= 100 and set(row["years"]) == {"sts12", "sts13", "sts14", "sts15", "sts16"}
+        assert row["sentences_per_s"] > 0
+    assert table["rows"][1]["train_seconds"] is not None and "train_seconds" not in table["rows"][0]
+    printed = capsys.readouterr().out
+    assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
+    assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2

@@ -232,8 +232,31 @@ def main(argv: list[str] | None = None) -> int:
         show_progress_bar=True if args.progress else None,
     )
     seconds = time.perf_counter() - started
+    record_provenance(args.cache, args.corpus, seconds)
     print(f"labelled {count} new sentence(s) of {len(sentences)} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0
+
+
+def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, seconds: float) -> None:
+    """Note the pool in the cache: its path and labelling time in meta.json, its report as corpus-report.json.
+
+    Training reads them back for the model card (which text, which teacher) and the comparison table (how long
+    labelling took, summed over resumed runs).
+    """
+    cache_dir = Path(cache_dir)
+    meta_path = cache_dir / META_FILE
+    if not meta_path.is_file():
+        return
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["corpus"] = os.fspath(Path(corpus).resolve())
+    meta["label_seconds"] = round(float(meta.get("label_seconds", 0.0)) + seconds, 1)
+    with atomic_path(meta_path) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    corpus_path = Path(corpus)
+    report = (corpus_path if corpus_path.is_dir() else corpus_path.parent) / "report.json"
+    if report.is_file():
+        with atomic_path(cache_dir / "corpus-report.json") as tmp:
+            tmp.write_text(report.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 if __name__ == "__main__":
