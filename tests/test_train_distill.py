@@ -304,3 +304,71 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
     assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2
+
+
+def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
+    import psp_hf.distill.teacher as teacher_module
+    from psp_hf.distill.init import teacher_table
+
+    loaded = []
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: loaded.append(name) or
+                        BagOfWordsTeacher())
+    trainer = Trainer(args(toy, tmp_path / "out", init="teacher"))
+    trainer._setup()
+    assert loaded == ["bag-of-words"]  # the teacher the cache names
+    expected = teacher_table(trainer.tokenizer, BagOfWordsTeacher(), 8)
+    np.testing.assert_allclose(trainer.model.embeddings.weight.detach().numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_pool_shards_are_equal_disjoint_and_reshuffled(toy):
+    from psp_hf.training.distill import TeacherPool
+
+    pools = [TeacherPool(toy["cache"], seed=3, rank=rank, world_size=3) for rank in range(3)]
+    shards = [pool.shard(0) for pool in pools]
+    n = len(pools[0])
+    assert all(len(shard) == n // 3 for shard in shards)
+    assert len(set(np.concatenate(shards).tolist())) == 3 * (n // 3)
+    assert not np.array_equal(pools[0].shard(1), shards[0])
+    vectors = pools[0].lookup([pools[0].sentences[5], "not in the cache"])
+    assert torch.isnan(vectors[1]).all() and not torch.isnan(vectors[0]).any()
+    np.testing.assert_allclose(vectors[0].numpy(), pools[0].vectors[5].astype(np.float32))
+
+
+WORKER = """
+import sys, torch
+from psp_hf.training.config import TrainingArguments
+from psp_hf.training.loop import Trainer
+
+pairs, cache, tokenizer, out = sys.argv[1:5]
+args = TrainingArguments(data=[pairs], teacher_cache=cache, distill_weight=1.0, output_dir=out, tokenizer=tokenizer,
+                         dim=8, batch_size=16, distill_batch_size=32, megabatch_size=2, megabatch_anneal=0, epochs=1,
+                         dev="none", threads=1, quiet=True, keep="last", save_every=0)
+trainer = Trainer(args)
+trainer.train()
+torch.save({"weights": trainer.model.state_dict()["embeddings.weight"], "steps": trainer.state.step,
+            "projection": trainer.projection.weight.detach(), "seen": trainer.state.sentences_seen},
+           f"{out}/rank{trainer.rank}.pt")
+"""
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
+    import subprocess
+    import sys
+
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker),
+         str(toy["pairs"]), str(toy["cache"]), str(toy["tokenizer"]), str(out)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [torch.load(out / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
+    assert ranks[0]["steps"] == ranks[1]["steps"] == 7  # 100 pairs per process in batches of 16
+    shard = len(toy["sentences"]) // 2  # each process's share of a pass over the pool
+    passes, rest = divmod(7, -(-shard // 32))
+    assert ranks[0]["seen"] == ranks[1]["seen"] == 2 * (passes * shard + min(rest * 32, shard))
+    assert torch.equal(ranks[0]["weights"], ranks[1]["weights"])
+    assert torch.equal(ranks[0]["projection"], ranks[1]["projection"])
