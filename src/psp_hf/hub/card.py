@@ -83,6 +83,7 @@ _SETTING_LABELS = {
     "distill_batch_size": "distillation batch size",
     "teacher_negative_threshold": "negatives skipped above teacher cosine",
     "init": "initial table",
+    "init_std": "initial table standard deviation (random)",
     "init_vectors": "word vectors for the initial table",
     "teacher_model": "teacher for the initial table",
     "piece_weights": "piece weights",

@@ -74,6 +74,12 @@ class TrainingArguments:
         metadata=_arg("initial table: random (P-SP), each piece embedded by the teacher (PCA to --dim when the "
                       "dims differ), or a word-vector text file (--init-vectors)", choices=INIT_CHOICES),
     )
+    init_std: float = field(
+        default=1.0,
+        metadata=_arg("standard deviation of the random initial table (P-SP's code: 1.0). Adam moves each value "
+                      "by about --lr per step, so a smaller table learns in fewer steps: the phase-1 distillation "
+                      "runs used 0.1 with --lr 0.01"),
+    )
     init_vectors: str | None = field(
         default=None, metadata=_arg("word2vec/GloVe text file (.gz ok) for --init word-vectors")
     )
@@ -181,6 +187,8 @@ class TrainingArguments:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise PSPInputError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.init_std <= 0:
+            raise PSPInputError(f"--init-std must be positive, got {self.init_std}")
         if self.lr <= 0:
             raise PSPInputError(f"--lr must be positive, got {self.lr}")
         if self.grad_clip < 0:

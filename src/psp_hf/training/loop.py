@@ -49,7 +49,8 @@ CHECKPOINT_FORMAT = 1
 RESUME_FIXED = (
     "data", "data_config", "split", "columns", "kind", "lang", "shuffle_buffer", "tokenizer", "vocab_size",
     "tokenizer_sentences", "lowercase", "dim", "batch_size", "megabatch_size", "megabatch_anneal", "negatives",
-    "seed", "teacher_cache", "distill_batch_size", "init", "init_vectors", "teacher_model", "piece_weights",
+    "seed", "teacher_cache", "distill_batch_size", "init", "init_std", "init_vectors", "teacher_model",
+    "piece_weights",
 )
 
 
@@ -206,7 +207,8 @@ class Trainer:
         from ..encoder import PSPEncoder
 
         encoder = PSPEncoder.from_tokenizer(
-            self.tokenizer, hidden_size=args.dim, seed=args.seed, use_piece_weights=args.piece_weights != "none"
+            self.tokenizer, hidden_size=args.dim, seed=args.seed, use_piece_weights=args.piece_weights != "none",
+            initializer_range=args.init_std,
         )
         self.model = encoder.model
         if self.distilling:
@@ -238,7 +240,8 @@ class Trainer:
             sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
 
     def _check_resume_args(self, checkpoint: dict) -> None:
-        saved = checkpoint["args"]
+        # A checkpoint written before a setting existed ran with that setting's default.
+        saved = {**TrainingArguments().to_dict(), **checkpoint["args"]}
         current = self.args.to_dict()
         changed = [name for name in RESUME_FIXED if saved.get(name) != current.get(name)]
         if changed:
