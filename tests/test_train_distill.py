@@ -195,6 +195,7 @@ def test_distillation_only_moves_the_student_toward_the_teacher(toy, tmp_path):
     card = (out / "README.md").read_text()
     assert "Teacher: `bag-of-words`" in card
     assert "toy-text" in card and "CC0" in card
+    assert "| margin loss weight | 0 |" in card and "margin δ" not in card  # pair settings left off
 
 
 def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
@@ -226,6 +227,9 @@ def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
     with torch.no_grad():
         via_auto = auto(**batch).sentence_embedding.numpy()
     np.testing.assert_allclose(via_auto, model.encode(sentences), rtol=1e-5, atol=1e-6)
+    card = (out / "README.md").read_text()
+    assert "SIF weights" in card
+    assert "- Teacher: `bag-of-words` (distillation loss weight 0.5, margin loss weight 1)" in card
     info = json.loads((out / "training" / "args.json").read_text())
     assert info["teacher_cache"] == str(toy["cache"])
 

@@ -303,6 +303,14 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _weighting(config, training_info: Mapping[str, Any]) -> str:
+    if not getattr(config, "use_piece_weights", False):
+        return ""
+    if training_info.get("piece_weights") == "sif":
+        return " (weighted per piece by SIF weights a/(a + p) from the piece frequencies p of the training text)"
+    return " (weighted by learned per-piece weights)"
+
+
 def _teacher_lines(training_info: Mapping[str, Any]) -> str:
     """'Teacher' and 'Training text' lines for a run that learned from a teacher (empty otherwise)."""
     lines = []
@@ -412,7 +420,7 @@ def render_model_card(
         "hidden_size": _format_number(config.hidden_size),
         "vocab_size": _format_number(config.vocab_size),
         "pooling": "mean" if pooling == "mean" else "max",
-        "weighted": " (weighted by learned per-piece weights)" if getattr(config, "use_piece_weights", False) else "",
+        "weighted": _weighting(config, training_info),
         "unknown_rule": unknown_rule,
         "lowercase": "lowercases" if training_info.get("lowercase", True) else "keeps the case of",
         "examples": _python_list(sentences),

@@ -53,6 +53,12 @@ RESUME_FIXED = (
     "piece_weights",
 )
 
+# Settings that only matter to the margin loss on pairs (left off the card of a distillation-only model).
+PAIR_ONLY_SETTINGS = (
+    "kind", "split", "columns", "data_config", "lang", "batch_size", "megabatch_size", "megabatch_anneal",
+    "negatives", "margin", "one_sided", "pairs_seen", "teacher_negative_threshold",
+)
+
 
 @dataclass
 class TrainState:
@@ -752,6 +758,8 @@ class Trainer:
             training_info["sentences_seen"] = state.sentences_seen
             if self.distill_only:
                 training_info["margin_weight"] = 0.0  # what the run used: no pairs in the loss
+                for name in PAIR_ONLY_SETTINGS:  # settings of the margin loss say nothing about this model
+                    training_info.pop(name, None)
             if not self.distilling:
                 training_info["distill_weight"] = 0.0
         if self.projection is not None:
