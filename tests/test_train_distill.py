@@ -376,3 +376,36 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
     assert ranks[0]["seen"] == ranks[1]["seen"] == 2 * (passes * shard + min(rest * 32, shard))
     assert torch.equal(ranks[0]["weights"], ranks[1]["weights"])
     assert torch.equal(ranks[0]["projection"], ranks[1]["projection"])
+
+
+def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
+    import psp_hf.distill.teacher as teacher_module
+    from psp_hf.distill.table import training_times
+    from psp_hf.training.distill import TeacherPool
+
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
+    # A cache far from its pool: the report must come from the copy the labelling command leaves in the cache.
+    cache = tmp_path / "elsewhere" / "cache"
+    pool = toy["cache"].parent / "pool"
+    assert teacher_module.main(["--corpus", str(pool), "--cache", str(cache), "--teacher", "bow"]) == 0
+    meta = json.loads((cache / "meta.json").read_text())
+    assert meta["corpus"] == str(pool.resolve()) and meta["label_seconds"] >= 0
+    assert json.loads((cache / "corpus-report.json").read_text())["sources"]["toy-text"]["license"] == "CC0"
+    info = TeacherPool(cache).text_info()
+    assert info["teacher"] == "bow" and info["pool_sentences"] == len(toy["sentences"])
+    assert info["training_text"].startswith(f"{len(toy['sentences']):,} unlabelled English sentences: toy-text")
+    # The table finds the labelling time through a trained model's args.json.
+    model = tmp_path / "model"
+    (model / "training").mkdir(parents=True)
+    (model / "training" / "args.json").write_text(json.dumps({"teacher_cache": str(cache)}))
+    assert training_times(model) == {"label_seconds": meta["label_seconds"]}
+
+
+def test_model2vec_helper_names_the_missing_extra(monkeypatch, tmp_path):
+    import sys
+
+    from psp_hf.distill.table import make_model2vec
+
+    monkeypatch.setitem(sys.modules, "model2vec.distill", None)  # as if the extra were not installed
+    with pytest.raises(PSPInputError, match=r"model2vec\[distill\]"):
+        make_model2vec(tmp_path / "m2v")
