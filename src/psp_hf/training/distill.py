@@ -151,7 +151,10 @@ def describe_sources(report: dict | None, pool_sentences: int, cache_dir: str | 
         entry.get("pool_sentences_matched", 0) for entry in report.get("evaluation_sets", {}).values()
         if isinstance(entry, dict)
     )
-    text = f"{pool_sentences:,} unlabelled English sentences: " + "; ".join(parts)
+    total = report.get("total_sentences")
+    # The cache may hold labels for part of the pool only (labelling is resumable); the counts are the pool's.
+    of_pool = f" of a pool of {total:,}" if isinstance(total, int) and total != pool_sentences else ""
+    text = f"{pool_sentences:,} unlabelled English sentences{of_pool}: " + "; ".join(parts)
     if report.get("evaluation_sets"):
         text += f"; evaluation-set sentences removed by normalised exact match ({excluded:,} matches)"
     return text
