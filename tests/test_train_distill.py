@@ -308,6 +308,13 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
     assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2
+    # --make-untrained: a random table with the vocabulary and dimension of another model.
+    assert main(["--make-untrained", str(tmp_path / "random"), "--untrained-like", str(distilled), "--no-teacher",
+                 "--speed-sentences", "0"]) == 0
+    random_model = PSPEncoder.from_pretrained(tmp_path / "random")
+    trained = PSPEncoder.from_pretrained(distilled)
+    assert random_model.dim == trained.dim and len(random_model.tokenizer) == len(trained.tokenizer)
+    assert not torch.equal(random_model.model.embeddings.weight, trained.model.embeddings.weight)
 
 
 def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):

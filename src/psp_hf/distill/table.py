@@ -11,7 +11,9 @@ time as recorded in the cache. A row whose folder is not given is skipped with a
     python -m psp_hf.distill.table --untrained U --pairs P --distill D --combined C --model2vec M \\
         --json table.json
 
-`--make-model2vec FOLDER` first distils model2vec from the teacher into FOLDER (needs `model2vec[distill]`).
+`--make-model2vec FOLDER` first distils model2vec from the teacher into FOLDER (needs `model2vec[distill]`);
+`--make-untrained FOLDER` first writes a random table (seed 0, N(0, 1) as P-SP starts) with the tokenizer and
+dimension of the `--pairs` model (or `--untrained-like MODEL`) into FOLDER.
 """
 
 from __future__ import annotations
@@ -168,6 +170,16 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
+def make_untrained(like: str | os.PathLike, output: str | os.PathLike, seed: int = 0, std: float = 1.0) -> Path:
+    """A random `N(0, std)` table with the tokenizer and dimension of the psp model `like`, saved in `output`."""
+    from ..encoder import PSPEncoder
+
+    model = PSPEncoder.from_pretrained(like)
+    untrained = PSPEncoder.from_tokenizer(model.tokenizer, hidden_size=model.dim, seed=seed, initializer_range=std)
+    untrained.save_pretrained(output)
+    return Path(output)
+
+
 def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None = None, pca_dims: int = 256) -> Path:
     """Distil a model2vec static model from `teacher` (default: the packaged all-MiniLM-L6-v2) into `output`.
 
@@ -199,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-teacher", action="store_true", help="leave the teacher row out")
     parser.add_argument("--make-model2vec", default=None, metavar="FOLDER",
                         help="first distil model2vec from the teacher into FOLDER (used as --model2vec)")
+    parser.add_argument("--make-untrained", default=None, metavar="FOLDER",
+                        help="first write a random table like --untrained-like (default: the --pairs model) into "
+                        "FOLDER (used as --untrained)")
+    parser.add_argument("--untrained-like", default=None, metavar="MODEL",
+                        help="psp model whose tokenizer and dimension --make-untrained copies")
     parser.add_argument("--pca-dims", type=int, default=256, help="model2vec dimension for --make-model2vec")
     parser.add_argument("--data-dir", default=None, help="evaluation data (default: $PSP_DATA or ../shared/data)")
     parser.add_argument("--speed-sentences", type=int, default=SPEED_SENTENCES, help="0: no speed column")
@@ -212,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         models = {spec.key: getattr(args, spec.key, None) for spec in ROWS}
         models["teacher"] = None if args.no_teacher else args.teacher
+        if args.make_untrained:
+            like = args.untrained_like or args.pairs
+            if not like:
+                raise PSPInputError("--make-untrained needs --untrained-like MODEL or --pairs MODEL")
+            models["untrained"] = os.fspath(make_untrained(like, args.make_untrained))
         if args.make_model2vec:
             teacher = None if args.teacher == "minilm" else args.teacher
             models["model2vec"] = os.fspath(make_model2vec(args.make_model2vec, teacher, args.pca_dims))
