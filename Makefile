@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint bench registry-text clean
+.PHONY: venv demo test lint bench registry-text distill distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,37 @@ registry-text: .cache/registry-text/.unpacked
 	cd .cache/registry-text/debs && apt-get download $(REGISTRY_DEBS)
 	for deb in .cache/registry-text/debs/*.deb; do dpkg -x $$deb .cache/registry-text/root; done
 	touch $@
+
+# Issue 7, end to end: pool -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
+# Labelling is resumable (re-run the target after an interruption); each training run resumes with --resume.
+DISTILL ?= .cache/distill
+DISTILL_THREADS ?= 2
+FLICKR_PAIRS := $(PSP_DATA)/paraphrase/en/flickr30k-captions/train.pairs.tsv.gz
+DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 --init-std 0.1 \
+	--distill-batch-size 512 --threads $(DISTILL_THREADS) --quiet
+
+distill: distill-table
+
+distill-pool: venv registry-text
+	test -f $(DISTILL)/pool/sentences.parquet || $(PY) -m psp_hf.distill.corpus --out $(DISTILL)/pool
+
+distill-label: distill-pool
+	$(PY) -m psp_hf.distill.teacher --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
+		--threads $(DISTILL_THREADS) --progress
+
+distill-train: distill-label
+	test -f $(DISTILL)/m-distill/model.safetensors || $(PY) train.py --output-dir $(DISTILL)/m-distill \
+		$(DISTILL_FLAGS) --distill-weight 1 --vocab-size 30000 --epochs 10
+	test -f $(DISTILL)/m-pairs/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
+		--output-dir $(DISTILL)/m-pairs --tokenizer $(DISTILL)/m-distill --dim 384 --threads $(DISTILL_THREADS) --quiet
+	test -f $(DISTILL)/m-combined/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
+		--output-dir $(DISTILL)/m-combined --tokenizer $(DISTILL)/m-distill $(DISTILL_FLAGS) --distill-weight 1 \
+		--margin-weight 1 --teacher-negative-threshold 0.8 --epochs 3
+
+distill-table: distill-train
+	$(PY) -m psp_hf.distill.table --make-untrained $(DISTILL)/m-untrained --untrained-like $(DISTILL)/m-distill \
+		--pairs $(DISTILL)/m-pairs --distill $(DISTILL)/m-distill --combined $(DISTILL)/m-combined \
+		$(if $(wildcard $(DISTILL)/m2v),--model2vec $(DISTILL)/m2v) --threads $(DISTILL_THREADS) --json $(DISTILL)/table.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
