@@ -8,7 +8,7 @@ updates; not start-up or the vocabulary). The original's figures were measured o
 
     .venv/bin/python bench/train.py                        # 2,000 steps at dim 300 and 1024, sparse and dense
     .venv/bin/python bench/train.py --epochs 1 --sts       # full epoch, with the STS 2012-2016 average
-    .venv/bin/python bench/train.py --rss                  # peak RSS streaming 100k vs 1M pairs (data repeated)
+    .venv/bin/python bench/train.py --rss                  # peak RSS, 100k vs 1M streamed pairs, M fixed
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--sts", action="store_true", help="also evaluate STS 2012-2016 (and the untrained floor)")
     parser.add_argument("--rss", action="store_true", help="peak RSS for 100k vs 1M streamed pairs instead")
     parser.add_argument("--rss-dim", type=int, default=300)
+    parser.add_argument("--rss-megabatch", type=int, default=20, help="fixed M of the --rss runs")
     args = parser.parse_args()
 
     data = flickr_pairs()
@@ -101,13 +102,16 @@ def main() -> None:
     schedule = ["--batch-size", "128", "--megabatch-size", "100", "--megabatch-anneal", "150"]
 
     if args.rss:
-        print("\n| pairs streamed | dim | steps | pairs/s | peak RSS (MB) |\n|---|---|---|---|---|")
+        print(f"\nmega-batch fixed at M={args.rss_megabatch}")
+        print("| pairs streamed | dim | steps | pairs/s | peak RSS (MB) |\n|---|---|---|---|---|")
         for pairs in (100_000, 1_000_000):
             steps = -(-pairs // 128)
             copies = -(-pairs // 283_649)  # the file listed as often as needed: same text, more data
+            # M fixed (no annealing) so that only the amount of data differs between the two runs: with the
+            # annealed schedule M would reach ~55 mini-batches in the 1M run and ~6 in the 100k run.
+            fixed = ["--batch-size", "128", "--megabatch-size", str(args.rss_megabatch), "--megabatch-anneal", "0"]
             result = run_training(f"rss-{pairs}", [data] * copies, tokenizer, args.threads,
-                                  [*schedule, "--dim", str(args.rss_dim), "--max-steps", str(steps),
-                                   "--epochs", "1"])
+                                  [*fixed, "--dim", str(args.rss_dim), "--max-steps", str(steps), "--epochs", "1"])
             print(f"| {result['pairs_seen']:,} | {args.rss_dim} | {result['step']} | {result['pairs_per_s']:,.0f} | "
                   f"{result['peak_rss_mb']:,.0f} |", flush=True)
         return
