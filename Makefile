@@ -50,7 +50,10 @@ registry-text: .cache/registry-text/.unpacked
 	touch $@
 
 # Issue 7, end to end: pool -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
-# Labelling is resumable (re-run the target after an interruption); each training run resumes with --resume.
+# Labelling is resumable (re-run the target after an interruption); a killed training run is continued by running
+# its train.py line again with --resume. The caption pairs pull away from general STS, so in the combined run the
+# margin loss gets a small weight (0.1 measured best against 1, and against teacher-mined pairs at 0.3); one epoch
+# of pairs with 1,024 pool sentences a step.
 DISTILL ?= .cache/distill
 DISTILL_THREADS ?= 2
 FLICKR_PAIRS := $(PSP_DATA)/paraphrase/en/flickr30k-captions/train.pairs.tsv.gz
@@ -71,8 +74,6 @@ distill-train: distill-label
 		$(DISTILL_FLAGS) --distill-weight 1 --vocab-size 30000 --epochs 10
 	test -f $(DISTILL)/m-pairs/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
 		--output-dir $(DISTILL)/m-pairs --tokenizer $(DISTILL)/m-distill --dim 384 --threads $(DISTILL_THREADS) --quiet
-	# The caption pairs pull away from general STS, so the margin loss gets a small weight (0.1 measured best
-	# among 1, 0.3 with teacher-mined pairs, 0.1); one epoch of pairs with 1,024 pool sentences a step.
 	test -f $(DISTILL)/m-combined/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
 		--output-dir $(DISTILL)/m-combined --tokenizer $(DISTILL)/m-distill $(DISTILL_FLAGS) --distill-weight 1 \
 		--margin-weight 0.1 --teacher-negative-threshold 0.8 --distill-batch-size 1024 --epochs 1
