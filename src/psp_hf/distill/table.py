@@ -53,17 +53,12 @@ ROWS = (
 
 def speed_sentences(data_dir: str | os.PathLike | None = None, count: int = SPEED_SENTENCES) -> list[str]:
     """`count` STS 2012–2016 sentences (distinct ones first, repeated if there are fewer)."""
-    from ..evaluation import data as data_module
+    from ..datasets_local import data_dir as resolve
+    from ..datasets_local import sts_sentences
 
-    root = data_module.resolve_data_dir(data_dir)
-    seen: dict[str, None] = {}
-    for year in TASKS[:5]:
-        for pairs in data_module.read_sts_year(root, year):
-            seen.update(dict.fromkeys(pairs.sentences1))
-            seen.update(dict.fromkeys(pairs.sentences2))
-    distinct = list(seen)
+    distinct = list(dict.fromkeys(sts_sentences(data_dir)))
     if not distinct:
-        raise PSPInputError(f"{root}: no STS sentences found")
+        raise PSPInputError(f"{resolve(data_dir)}: no STS sentences found")
     return (distinct * (count // len(distinct) + 1))[:count]
 
 
@@ -248,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(table)
     print(text)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({**table, "markdown": text}, indent=2) + "\n", encoding="utf-8")
+        from ..io import atomic_path
+
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps({**table, "markdown": text}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

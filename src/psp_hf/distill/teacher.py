@@ -28,6 +28,7 @@ from ..io import atomic_path
 
 CHUNK_GLOB = "chunk-*.parquet"
 META_FILE = "meta.json"
+CORPUS_REPORT = "corpus-report.json"  # the pool's report.json, copied into the cache by the labelling command
 
 
 class SentenceTeacher(Protocol):
@@ -49,10 +50,12 @@ def default_teacher_path() -> Path:
 
 
 def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "cpu"):
-    """A `SentenceTransformer` from a local folder or a Hub id; None means the packaged all-MiniLM-L6-v2."""
+    """A `SentenceTransformer` from a local folder or a Hub id; None, or the default teacher's name as a cache
+    records it, means the packaged all-MiniLM-L6-v2 (no Hub access)."""
     from sentence_transformers import SentenceTransformer
 
-    path = default_teacher_path() if name_or_path is None else name_or_path
+    default = name_or_path is None or os.fspath(name_or_path) == teacher_name(None)
+    path = default_teacher_path() if default else name_or_path
     return SentenceTransformer(os.fspath(path), device=device)
 
 
@@ -255,7 +258,7 @@ def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, s
     corpus_path = Path(corpus)
     report = (corpus_path if corpus_path.is_dir() else corpus_path.parent) / "report.json"
     if report.is_file():
-        with atomic_path(cache_dir / "corpus-report.json") as tmp:
+        with atomic_path(cache_dir / CORPUS_REPORT) as tmp:
             tmp.write_text(report.read_text(encoding="utf-8"), encoding="utf-8")
 
 

@@ -196,18 +196,16 @@ class TrainingArguments:
         if self.columns is not None and len(self.column_pair()) != 2:
             raise PSPInputError(f"--columns takes two comma-separated names, got {self.columns!r}")
         for name, allowed in (("kind", KINDS), ("negatives", NEGATIVE_POOLS), ("dev", DEV_SETS),
-                              ("sparse", SPARSE_CHOICES), ("keep", ("best", "last"))):
-            if getattr(self, name) not in allowed:
-                raise PSPInputError(f"--{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
-        if self.kind == "bitext" and not self.lang and self.columns is None:
-            raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
-
-    def _validate_teacher(self) -> None:
-        for name, allowed in (("init", INIT_CHOICES), ("piece_weights", PIECE_WEIGHT_CHOICES)):
+                              ("sparse", SPARSE_CHOICES), ("keep", ("best", "last")), ("init", INIT_CHOICES),
+                              ("piece_weights", PIECE_WEIGHT_CHOICES)):
             if getattr(self, name) not in allowed:
                 raise PSPInputError(
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
                 )
+        if self.kind == "bitext" and not self.lang and self.columns is None:
+            raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
+
+    def _validate_teacher(self) -> None:
         if self.distill_weight < 0 or self.margin_weight < 0:
             raise PSPInputError(
                 f"--distill-weight and --margin-weight must be >= 0, got {self.distill_weight}, {self.margin_weight}"

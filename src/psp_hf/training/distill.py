@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..distill.teacher import CORPUS_REPORT
 from ..errors import PSPInputError
-
-CORPUS_REPORT = "corpus-report.json"  # the pool's report.json, copied into the cache by the labelling command
 
 
 class TeacherPool:

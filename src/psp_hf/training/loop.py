@@ -277,9 +277,7 @@ class Trainer:
             from ..distill.init import set_table, teacher_table
             from ..distill.teacher import default_teacher_path, load_teacher
 
-            name = args.teacher_model
-            if name is None and self.pool is not None and self.pool.teacher != "sentence-transformers/all-MiniLM-L6-v2":
-                name = self.pool.teacher
+            name = args.teacher_model or (self.pool.teacher if self.pool is not None else None)
             self._say(f"initialising the table from teacher {name or default_teacher_path()}")
             set_table(encoder, teacher_table(self.tokenizer, load_teacher(name), args.dim, seed=args.seed))
         elif args.init == "word-vectors":
@@ -625,23 +623,24 @@ class Trainer:
 
     def _pool_epoch(self) -> bool:
         """The rest of the current pass over the pool (distillation only); True when --max-steps stopped it."""
-        state = self.state
-        size = self.args.distill_batch_size
-        while state.distill_position < self.pool.shard_size:
-            rows = self.pool.rows(state.epoch, state.distill_position, size)
-            state.distill_position += len(rows)
-            state.sentences_seen += len(rows) * self.world_size
-            distill = tuple(tensor.to(self.device) for tensor in self.pool.batch(rows))
-            if self._after_step(self._train_step(None, None, 0, 0, distill), 0, len(rows) * self.world_size):
+        # Here the pool's pass is the run's epoch (train() keeps distill_epoch equal to epoch).
+        while self.state.distill_position < self.pool.shard_size:
+            distill = self._next_distill_batch()
+            if self._after_step(self._train_step(None, None, 0, 0, distill), 0, len(distill[1]) * self.world_size):
                 return True
             self._maybe_save()
         return False
 
+    def _stop_clock(self) -> None:
+        """Add the time since the last tick to the training time and the log window (before non-training work)."""
+        now = time.perf_counter()
+        self.state.train_seconds += now - self.tick
+        self.window.seconds += now - self.tick
+        self.tick = now
+
     def _maybe_save(self) -> None:
         if self.next_save is not None and self.state.step >= self.next_save:
-            elapsed = time.perf_counter() - self.tick
-            self.state.train_seconds += elapsed
-            self.window.seconds += elapsed
+            self._stop_clock()
             self.save_checkpoint()
             self.next_save = (self.state.step // self.args.save_every + 1) * self.args.save_every
             self.tick = time.perf_counter()
@@ -663,10 +662,7 @@ class Trainer:
         self.progress.update(1)
         at_limit = bool(args.max_steps and state.step >= args.max_steps)
         if state.step % args.log_every == 0 or at_limit:
-            now = time.perf_counter()
-            window.seconds += now - self.tick
-            state.train_seconds += now - self.tick
-            self.tick = now
+            self._stop_clock()
             steps = max(window.steps, 1)
             mean_loss = float(window.loss) / steps
             record = {
@@ -690,9 +686,7 @@ class Trainer:
             self.progress.set_postfix(loss=f"{mean_loss:.3f}", M=state.megabatch_size, refresh=False)
             self.window = _LogWindow.new(self.device)
         if args.eval_every and state.step % args.eval_every == 0:
-            elapsed = time.perf_counter() - self.tick
-            state.train_seconds += elapsed
-            self.window.seconds += elapsed
+            self._stop_clock()
             self.evaluate()
             self.tick = time.perf_counter()
         return at_limit
