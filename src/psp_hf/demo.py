@@ -1,12 +1,13 @@
 """`make demo`: the main job end to end on the real data in PSP_DATA.
 
 Train a P-SP model on the Flickr30k caption pairs, evaluate it on STS, embed and score real sentences with it.
-Outputs land in ./demo_out (override with PSP_DEMO_OUT).
+Outputs land in ./demo_out (override with PSP_DEMO_OUT); a rerun replaces the previous demo's outputs.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,10 @@ from .datasets_local import REPO_ROOT, data_dir
 def _run(step: str, argv: list[str]) -> None:
     print(f"\n== {step}\n$ {' '.join(argv)}", flush=True)
     start = time.perf_counter()
-    subprocess.run(argv, check=True)
+    result = subprocess.run(argv)
+    if result.returncode:
+        # The step printed its own error; a traceback from here would only bury it.
+        sys.exit(result.returncode)
     print(f"   ({time.perf_counter() - start:.1f} s)", flush=True)
 
 
@@ -31,6 +35,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     psp = [sys.executable, "-m", "psp_hf.cli"]
     model = out / "p-sp-en-flickr"
+    if model.exists():
+        # psp train refuses an output folder that holds a run (it would be a --resume); the demo starts afresh.
+        print(f"demo: replacing the previous demo model in {model}", flush=True)
+        shutil.rmtree(model)
     pairs = data / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     _run(
         "train a P-SP model on the Flickr30k caption pairs (400 mini-batches of 128 pairs, dim 1024)",
