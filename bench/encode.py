@@ -45,6 +45,7 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: i
     sentences = sts_sentences()[:n_sentences]
     encoder = PSPEncoder.from_pretrained(folder)
     if engine == "psp-hf":
+
         def run():
             return encoder.encode(sentences, batch_size=1024)
     else:
@@ -52,7 +53,9 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: i
 
         table = encoder.model.embeddings.weight.detach().numpy()
         static = StaticModel(
-            vectors=table[: len(encoder.tokenizer)], tokenizer=encoder.tokenizer.backend_tokenizer, normalize=False,
+            vectors=table[: len(encoder.tokenizer)],
+            tokenizer=encoder.tokenizer.backend_tokenizer,
+            normalize=False,
             max_length=None,
         )
 
@@ -91,13 +94,31 @@ def main() -> None:
     print(f"model: {encoder} from {folder}; {args.sentences} STS sentences; best of {args.repeats}")
     results = []
     for threads in (int(t) for t in args.threads.split(",")):
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-                   RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true")
+        env = dict(
+            os.environ,
+            OMP_NUM_THREADS=str(threads),
+            MKL_NUM_THREADS=str(threads),
+            RAYON_NUM_THREADS=str(threads),
+            TOKENIZERS_PARALLELISM="true",
+        )
         for engine in ("psp-hf", "model2vec"):
             child = subprocess.run(
-                [sys.executable, __file__, "--sentences", str(args.sentences), "--repeats", str(args.repeats),
-                 "--child", engine, str(folder), str(threads)],
-                env=env, check=True, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--sentences",
+                    str(args.sentences),
+                    "--repeats",
+                    str(args.repeats),
+                    "--child",
+                    engine,
+                    str(folder),
+                    str(threads),
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             results.append(json.loads(child.stdout.strip().splitlines()[-1]))
     print("\n| threads | engine | sentences/s | ratio psp-hf / model2vec |\n|---|---|---|---|")
@@ -107,6 +128,7 @@ def main() -> None:
         if r["engine"] == "psp-hf":
             ratio = f"{r['sentences_per_s'] / by_key[(r['threads'], 'model2vec')]['sentences_per_s']:.2f}x"
         print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {ratio} |")
+
 
 if __name__ == "__main__":
     main()

@@ -54,11 +54,29 @@ def run_training(name: str, data: list[Path], tokenizer: Path, threads: int, ext
     """train.py in a fresh process; returns its end-of-run metrics plus the wall time."""
     out = CACHE / "train-runs" / name
     shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               RAYON_NUM_THREADS=str(threads))
-    command = [sys.executable, str(ROOT / "train.py"), "--data", *map(str, data), "--output-dir", str(out),
-               "--tokenizer", str(tokenizer), "--threads", str(threads), "--dev", "none", "--save-every", "0",
-               "--eval-every", "0", "--keep", "last", "--quiet", *extra]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), RAYON_NUM_THREADS=str(threads))
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "--data",
+        *map(str, data),
+        "--output-dir",
+        str(out),
+        "--tokenizer",
+        str(tokenizer),
+        "--threads",
+        str(threads),
+        "--dev",
+        "none",
+        "--save-every",
+        "0",
+        "--eval-every",
+        "0",
+        "--keep",
+        "last",
+        "--quiet",
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, env=env, check=True, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -110,10 +128,18 @@ def main() -> None:
             # M fixed (no annealing) so that only the amount of data differs between the two runs: with the
             # annealed schedule M would reach ~55 mini-batches in the 1M run and ~6 in the 100k run.
             fixed = ["--batch-size", "128", "--megabatch-size", str(args.rss_megabatch), "--megabatch-anneal", "0"]
-            result = run_training(f"rss-{pairs}", [data] * copies, tokenizer, args.threads,
-                                  [*fixed, "--dim", str(args.rss_dim), "--max-steps", str(steps), "--epochs", "1"])
-            print(f"| {result['pairs_seen']:,} | {args.rss_dim} | {result['step']} | {result['pairs_per_s']:,.0f} | "
-                  f"{result['peak_rss_mb']:,.0f} |", flush=True)
+            result = run_training(
+                f"rss-{pairs}",
+                [data] * copies,
+                tokenizer,
+                args.threads,
+                [*fixed, "--dim", str(args.rss_dim), "--max-steps", str(steps), "--epochs", "1"],
+            )
+            print(
+                f"| {result['pairs_seen']:,} | {args.rss_dim} | {result['step']} | {result['pairs_per_s']:,.0f} | "
+                f"{result['peak_rss_mb']:,.0f} |",
+                flush=True,
+            )
         return
 
     length = ["--epochs", str(args.epochs)] if args.epochs else ["--max-steps", str(args.steps), "--epochs", "100"]
@@ -121,27 +147,38 @@ def main() -> None:
     for dim in (int(d) for d in args.dims.split(",")):
         for mode in args.modes.split(","):
             sparse = {"sparse": "on", "dense": "off"}[mode]
-            result = run_training(f"d{dim}-{mode}", [data], tokenizer, args.threads,
-                                  [*schedule, "--dim", str(dim), "--sparse", sparse, *length])
+            result = run_training(
+                f"d{dim}-{mode}",
+                [data],
+                tokenizer,
+                args.threads,
+                [*schedule, "--dim", str(dim), "--sparse", sparse, *length],
+            )
             if args.sts:
                 result["sts"] = sts_average(result["folder"])
                 result["sts_untrained"] = sts_average(result["folder"], random_table=True)
             rows.append((dim, mode, result))
             print(f"  d{dim} {mode}: {result['pairs_per_s']:,.0f} pairs/s", file=sys.stderr, flush=True)
 
-    print("\n| dim | optimizer | pairs | wall (s) | train (s) | pairs/s | vs original | peak RSS (MB) | STS12-16 "
-          "(untrained) |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| dim | optimizer | pairs | wall (s) | train (s) | pairs/s | vs original | peak RSS (MB) | STS12-16 "
+        "(untrained) |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for dim, mode, r in rows:
         original = ORIGINAL.get(dim)
         ratio = f"{r['pairs_per_s'] / original['pairs_per_s']:.1f}x" if original else ""
         sts = f"{r['sts']:.1f} ({r['sts_untrained']:.1f})" if "sts" in r else ""
         label = "lazy Adam (sparse)" if mode == "sparse" else "Adam (dense)"
-        print(f"| {dim} | {label} | {r['pairs_seen']:,} | {r['wall_s']:.0f} | {r['train_seconds']:.0f} | "
-              f"{r['pairs_per_s']:,.0f} | {ratio} | {r['peak_rss_mb']:,.0f} | {sts} |")
+        print(
+            f"| {dim} | {label} | {r['pairs_seen']:,} | {r['wall_s']:.0f} | {r['train_seconds']:.0f} | "
+            f"{r['pairs_per_s']:,.0f} | {ratio} | {r['peak_rss_mb']:,.0f} | {sts} |"
+        )
     for dim, original in ORIGINAL.items():
         rss = f"{original['rss_gb'] * 1000:,.0f}" if "rss_gb" in original else ""
-        print(f"| {dim} | original P-SP code (dense Adam), 1 epoch | 283,649 | | | {original['pairs_per_s']:,.0f} "
-              f"| 1.0x | {rss} | {original['sts']} |")
+        print(
+            f"| {dim} | original P-SP code (dense Adam), 1 epoch | 283,649 | | | {original['pairs_per_s']:,.0f} "
+            f"| 1.0x | {rss} | {original['sts']} |"
+        )
 
 
 if __name__ == "__main__":

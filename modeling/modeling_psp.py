@@ -107,9 +107,7 @@ class PSPModel(PSPPreTrainedModel):
         summed = self.embeddings(flat_ids, offsets, per_sample_weights=weights)
         lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
         bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
-        total = torch.zeros(offsets.numel(), dtype=weights.dtype, device=weights.device).index_add_(
-            0, bag, weights
-        )
+        total = torch.zeros(offsets.numel(), dtype=weights.dtype, device=weights.device).index_add_(0, bag, weights)
         return summed / total.clamp_min(1e-12).unsqueeze(1)
 
     def forward(

@@ -200,7 +200,11 @@ def test_automodel_round_trip_in_fresh_offline_process(tiny, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), PYTHONPATH="")
     result = subprocess.run(
         [sys.executable, "-c", FRESH_PROCESS, str(folder / "model"), json.dumps(sentences)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout.strip().splitlines()[-1])

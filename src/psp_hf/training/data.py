@@ -134,8 +134,14 @@ class PairSource:
                         raise PSPInputError(f"{path}:1: header differs from {files[0]}'s ({' '.join(header)})")
                 # No quoting (a quote is a literal character), every field a string, nothing turned into NaN.
                 dataset = load_dataset(
-                    "csv", data_files=data_files, split="train", streaming=True, delimiter="\t", quoting=3,
-                    na_filter=False, features=Features({name: Value("string") for name in header}),
+                    "csv",
+                    data_files=data_files,
+                    split="train",
+                    streaming=True,
+                    delimiter="\t",
+                    quoting=3,
+                    na_filter=False,
+                    features=Features({name: Value("string") for name in header}),
                 )
             else:
                 dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)

@@ -33,8 +33,10 @@ class TeacherPool:
         cache = TeacherCache(cache_dir)
         meta = cache.meta()
         if meta is None or not cache.chunk_files():
-            raise PSPInputError(f"--teacher-cache {cache_dir}: no teacher labels there (run python -m "
-                                "psp_hf.distill.teacher --corpus POOL --cache FOLDER first)")
+            raise PSPInputError(
+                f"--teacher-cache {cache_dir}: no teacher labels there (run python -m "
+                "psp_hf.distill.teacher --corpus POOL --cache FOLDER first)"
+            )
         self.directory = Path(cache_dir)
         self.meta = meta
         self.sentences, self.vectors = cache.load(dtype=np.float16)
@@ -45,8 +47,9 @@ class TeacherPool:
         self.world_size = world_size
         self.shard_size = len(self.sentences) // world_size
         if self.shard_size < 1:
-            raise PSPInputError(f"--teacher-cache {cache_dir}: {len(self.sentences)} sentences for {world_size} "
-                                "processes")
+            raise PSPInputError(
+                f"--teacher-cache {cache_dir}: {len(self.sentences)} sentences for {world_size} processes"
+            )
         self.tokens = None
         self._index: dict[str, int] | None = None
         self._order_epoch: int | None = None
@@ -121,7 +124,8 @@ def corpus_report(cache_dir: str | os.PathLike) -> dict | None:
             candidates.append((corpus_path if corpus_path.is_dir() else corpus_path.parent) / "report.json")
     if cache_dir.parent.is_dir():
         candidates += sorted(
-            path / "report.json" for path in cache_dir.parent.iterdir()
+            path / "report.json"
+            for path in cache_dir.parent.iterdir()
             if path.is_dir() and (path / "sentences.parquet").is_file()
         )
     for path in candidates:
@@ -147,7 +151,8 @@ def describe_sources(report: dict | None, pool_sentences: int, cache_dir: str | 
         licence = counts.get("license") if isinstance(counts, dict) else None
         parts.append(f"{name} {kept:,}" + (f" ({licence})" if licence else ""))
     excluded = sum(
-        entry.get("pool_sentences_matched", 0) for entry in report.get("evaluation_sets", {}).values()
+        entry.get("pool_sentences_matched", 0)
+        for entry in report.get("evaluation_sets", {}).values()
         if isinstance(entry, dict)
     )
     total = report.get("total_sentences")

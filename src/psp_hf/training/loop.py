@@ -47,16 +47,47 @@ from .miner import NO_NEGATIVE, MegaBatch, MegaBatchMiner, tokenize_megabatch
 CHECKPOINT_FORMAT = 1
 # Settings that cannot change between a run and its resumption (they change the data order or the model).
 RESUME_FIXED = (
-    "data", "data_config", "split", "columns", "kind", "lang", "shuffle_buffer", "tokenizer", "vocab_size",
-    "tokenizer_sentences", "lowercase", "dim", "batch_size", "megabatch_size", "megabatch_anneal", "negatives",
-    "seed", "teacher_cache", "distill_batch_size", "init", "init_std", "init_vectors", "teacher_model",
+    "data",
+    "data_config",
+    "split",
+    "columns",
+    "kind",
+    "lang",
+    "shuffle_buffer",
+    "tokenizer",
+    "vocab_size",
+    "tokenizer_sentences",
+    "lowercase",
+    "dim",
+    "batch_size",
+    "megabatch_size",
+    "megabatch_anneal",
+    "negatives",
+    "seed",
+    "teacher_cache",
+    "distill_batch_size",
+    "init",
+    "init_std",
+    "init_vectors",
+    "teacher_model",
     "piece_weights",
 )
 
 # Settings that only matter to the margin loss on pairs (left off the card of a distillation-only model).
 PAIR_ONLY_SETTINGS = (
-    "kind", "split", "columns", "data_config", "lang", "batch_size", "megabatch_size", "megabatch_anneal",
-    "negatives", "margin", "one_sided", "pairs_seen", "teacher_negative_threshold",
+    "kind",
+    "split",
+    "columns",
+    "data_config",
+    "lang",
+    "batch_size",
+    "megabatch_size",
+    "megabatch_anneal",
+    "negatives",
+    "margin",
+    "one_sided",
+    "pairs_seen",
+    "teacher_negative_threshold",
 )
 
 
@@ -191,12 +222,19 @@ class Trainer:
         self.source = self.stream = None
         if args.data:
             self.source = PairSource(
-                args.data, columns=args.column_pair() or None, lang=args.lang, split=args.split,
+                args.data,
+                columns=args.column_pair() or None,
+                lang=args.lang,
+                split=args.split,
                 data_config=args.data_config,
             )
             self.stream = PairStream(
-                self.source, batch_size=args.batch_size, shuffle_buffer=args.shuffle_buffer, seed=args.seed,
-                rank=self.rank, world_size=self.world_size,
+                self.source,
+                batch_size=args.batch_size,
+                shuffle_buffer=args.shuffle_buffer,
+                seed=args.seed,
+                rank=self.rank,
+                world_size=self.world_size,
             )
         self.pool = None
         if args.teacher_cache:
@@ -213,7 +251,10 @@ class Trainer:
         from ..encoder import PSPEncoder
 
         encoder = PSPEncoder.from_tokenizer(
-            self.tokenizer, hidden_size=args.dim, seed=args.seed, use_piece_weights=args.piece_weights != "none",
+            self.tokenizer,
+            hidden_size=args.dim,
+            seed=args.seed,
+            use_piece_weights=args.piece_weights != "none",
             initializer_range=args.init_std,
         )
         self.model = encoder.model
@@ -284,8 +325,10 @@ class Trainer:
             from ..distill.init import set_table, word_vector_table
 
             found = word_vector_table(self.tokenizer, args.init_vectors, args.dim, seed=args.seed)
-            self._say(f"initialising the table from {args.init_vectors}: {found.covered} of {found.vocab_size} "
-                      f"pieces found ({100 * found.coverage:.1f}%)")
+            self._say(
+                f"initialising the table from {args.init_vectors}: {found.covered} of {found.vocab_size} "
+                f"pieces found ({100 * found.coverage:.1f}%)"
+            )
             set_table(encoder, found.table)
         if args.piece_weights == "sif":
             from ..distill.piece_weights import piece_counts, sif_weights
@@ -309,11 +352,16 @@ class Trainer:
             else:
                 from ..tokenizer import train_tokenizer
 
-                self._say(f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
-                          "sentences of the training text")
+                self._say(
+                    f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
+                    "sentences of the training text"
+                )
                 train_tokenizer(
-                    self._training_texts(args.tokenizer_sentences), vocab_size=args.vocab_size, output_dir=folder,
-                    lowercase=args.lowercase, seed=args.seed,
+                    self._training_texts(args.tokenizer_sentences),
+                    vocab_size=args.vocab_size,
+                    output_dir=folder,
+                    lowercase=args.lowercase,
+                    seed=args.seed,
                 )
         self.accelerator.wait_for_everyone()
         return PreTrainedTokenizerFast.from_pretrained(folder)
@@ -373,7 +421,8 @@ class Trainer:
             "format": CHECKPOINT_FORMAT,
             "model": {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()},
             "projection": (
-                None if self.projection is None
+                None
+                if self.projection is None
                 else {name: tensor.detach().cpu() for name, tensor in self.projection.state_dict().items()}
             ),
             "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
@@ -396,11 +445,13 @@ class Trainer:
         if not (self.is_main and self.metrics_path.is_file()):
             return
         kept = [
-            line for line in self.metrics_path.read_text(encoding="utf-8").splitlines()
+            line
+            for line in self.metrics_path.read_text(encoding="utf-8").splitlines()
             if line.strip() and json.loads(line).get("step", 0) <= self.state.step
         ]
-        _atomic_write_bytes(self.metrics_path, lambda tmp: Path(tmp).write_text(
-            "".join(line + "\n" for line in kept), encoding="utf-8"))
+        _atomic_write_bytes(
+            self.metrics_path, lambda tmp: Path(tmp).write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        )
 
     # ----------------------------------------------------------------------------------------- evaluation
     def _cpu_encoder(self):
@@ -428,10 +479,16 @@ class Trainer:
             state.best_score, state.best_step = score, state.step
             if self.args.keep == "best":
                 self._save_best_weights()
-        self._log({
-            "event": "eval", "step": state.step, "epochs_done": state.epoch, f"dev_{self.args.dev}_pearson": score,
-            "best": state.best_score, "best_step": state.best_step,
-        })
+        self._log(
+            {
+                "event": "eval",
+                "step": state.step,
+                "epochs_done": state.epoch,
+                f"dev_{self.args.dev}_pearson": score,
+                "best": state.best_score,
+                "best_step": state.best_step,
+            }
+        )
         return score
 
     def _save_best_weights(self) -> None:
@@ -444,8 +501,13 @@ class Trainer:
     def _mine(self, megabatch: MegaBatch, teacher: torch.Tensor | None = None) -> torch.Tensor:
         with torch.no_grad():
             embeddings = self.model.embed(megabatch.flat_ids, megabatch.starts)
-        return self.miner.mine(embeddings, megabatch.keys, first_side_only=self.args.one_sided, teacher=teacher,
-                               teacher_threshold=self.teacher_threshold)
+        return self.miner.mine(
+            embeddings,
+            megabatch.keys,
+            first_side_only=self.args.one_sided,
+            teacher=teacher,
+            teacher_threshold=self.teacher_threshold,
+        )
 
     def _next_distill_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The pool stream's next batch (moving on to a new pass when one is used up)."""
@@ -459,7 +521,11 @@ class Trainer:
         return tuple(tensor.to(self.device) for tensor in pool.batch(rows))
 
     def _train_step(
-        self, megabatch: MegaBatch | None, negatives: torch.Tensor | None, start: int, size: int,
+        self,
+        megabatch: MegaBatch | None,
+        negatives: torch.Tensor | None,
+        start: int,
+        size: int,
         distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple:
         """One optimizer step on mini-batch `[start, start + size)` of `megabatch` and/or a distillation batch.
@@ -478,8 +544,9 @@ class Trainer:
             # A row without a negative gets a stand-in (masked out of the loss) so shapes stay fixed.
             first_negative = torch.where(first_valid, first_negative, second)
             second_negative = torch.where(second_valid, second_negative, first)
-            parts = [first, second, first_negative] if args.one_sided else [
-                first, second, first_negative, second_negative]
+            parts = (
+                [first, second, first_negative] if args.one_sided else [first, second, first_negative, second_negative]
+            )
             flat_ids, offsets = megabatch.bags(torch.cat(parts))
         project_last = 0
         if distill is not None:
@@ -502,11 +569,19 @@ class Trainer:
         if megabatch is not None:
             embeddings = embeddings[: len(parts) * size].split(size)
             if args.one_sided:
-                margin_part = margin_loss(embeddings[0], embeddings[1], embeddings[2], None, args.margin,
-                                          first_valid.float())
+                margin_part = margin_loss(
+                    embeddings[0], embeddings[1], embeddings[2], None, args.margin, first_valid.float()
+                )
             else:
-                margin_part = margin_loss(embeddings[0], embeddings[1], embeddings[2], embeddings[3], args.margin,
-                                          first_valid.float(), second_valid.float())
+                margin_part = margin_loss(
+                    embeddings[0],
+                    embeddings[1],
+                    embeddings[2],
+                    embeddings[3],
+                    args.margin,
+                    first_valid.float(),
+                    second_valid.float(),
+                )
             loss = args.margin_weight * margin_part
         if distill is not None:
             distill_part = distill_loss(projected, targets)
@@ -517,8 +592,12 @@ class Trainer:
         norm = clip_grad_norm(self._trainable(), args.grad_clip)
         for optimizer in self.optimizers:
             optimizer.step()
-        return (loss.detach(), norm, None if margin_part is None else margin_part.detach(),
-                None if distill_part is None else distill_part.detach())
+        return (
+            loss.detach(),
+            norm,
+            None if margin_part is None else margin_part.detach(),
+            None if distill_part is None else distill_part.detach(),
+        )
 
     def _gather_megabatch(self, batches, size: int) -> list:
         texts = []
@@ -552,13 +631,20 @@ class Trainer:
                 f"{machine}"
             )
         if self.pool is not None:
-            role = ("distillation only" if self.distill_only else
-                    f"distillation weight {args.distill_weight}, margin weight {args.margin_weight}"
-                    if self.distilling else "negative filter only")
+            role = (
+                "distillation only"
+                if self.distill_only
+                else f"distillation weight {args.distill_weight}, margin weight {args.margin_weight}"
+                if self.distilling
+                else "negative filter only"
+            )
             self._say(
                 f"teacher {self.pool.teacher} (dim {self.pool.dim}) on {len(self.pool)} pool sentences: {role}"
-                + (f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"
-                   if self.teacher_threshold is not None else "")
+                + (
+                    f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"
+                    if self.teacher_threshold is not None
+                    else ""
+                )
                 + (f"; learned projection {args.dim} -> {self.pool.dim}" if self.projection is not None else "")
                 + (f"; {optimizer_text}; {machine}" if self.distill_only else "")
             )
@@ -570,8 +656,12 @@ class Trainer:
         from tqdm.auto import tqdm
 
         self.progress = tqdm(
-            total=args.max_steps or None, initial=state.step, unit="step", dynamic_ncols=True,
-            disable=args.quiet or not self.is_main, file=sys.stderr,
+            total=args.max_steps or None,
+            initial=state.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=args.quiet or not self.is_main,
+            file=sys.stderr,
         )
         self.next_save = (state.step // args.save_every + 1) * args.save_every if args.save_every else None
         self.window = _LogWindow.new(self.device)
@@ -666,20 +756,28 @@ class Trainer:
             steps = max(window.steps, 1)
             mean_loss = float(window.loss) / steps
             record = {
-                "event": "train", "step": state.step, "epoch": state.epoch + 1, "loss": mean_loss,
+                "event": "train",
+                "step": state.step,
+                "epoch": state.epoch + 1,
+                "loss": mean_loss,
                 "grad_norm": float(window.norm) / steps,
-                "megabatch_size": state.megabatch_size, "pairs_seen": state.pairs_seen,
-                "pairs_per_s": window.pairs / max(window.seconds, 1e-9), "peak_rss_mb": peak_rss_mb(),
+                "megabatch_size": state.megabatch_size,
+                "pairs_seen": state.pairs_seen,
+                "pairs_per_s": window.pairs / max(window.seconds, 1e-9),
+                "peak_rss_mb": peak_rss_mb(),
             }
             if self.pool is not None:
                 if not self.distill_only:
                     record["margin_loss"] = float(window.margin) / steps
                 if self.distilling:
-                    record.update({
-                        "distill_loss": float(window.distill) / steps, "sentences_seen": state.sentences_seen,
-                        "distill_epoch": state.distill_epoch + 1,
-                        "sentences_per_s": window.sentences / max(window.seconds, 1e-9),
-                    })
+                    record.update(
+                        {
+                            "distill_loss": float(window.distill) / steps,
+                            "sentences_seen": state.sentences_seen,
+                            "distill_epoch": state.distill_epoch + 1,
+                            "sentences_per_s": window.sentences / max(window.seconds, 1e-9),
+                        }
+                    )
                 if self.teacher_threshold is not None:
                     record["teacher_masked"] = window.masked
             self._log(record)
@@ -699,23 +797,41 @@ class Trainer:
             training_rss = peak_rss_mb()
             self._export()
             summary = {
-                "event": "end", "step": state.step, "epochs_done": state.epoch, "pairs_seen": state.pairs_seen,
+                "event": "end",
+                "step": state.step,
+                "epochs_done": state.epoch,
+                "pairs_seen": state.pairs_seen,
                 "train_seconds": state.train_seconds,
                 "pairs_per_s": state.pairs_seen / max(state.train_seconds, 1e-9),
-                "peak_rss_mb": training_rss, "peak_rss_mb_with_export": peak_rss_mb(),
-                "best_score": state.best_score, "best_step": state.best_step,
-                "last_score": state.last_score, "kept": self._kept(),
+                "peak_rss_mb": training_rss,
+                "peak_rss_mb_with_export": peak_rss_mb(),
+                "best_score": state.best_score,
+                "best_step": state.best_step,
+                "last_score": state.last_score,
+                "kept": self._kept(),
             }
             if self.pool is not None:
-                summary.update({"sentences_seen": state.sentences_seen, "teacher_masked": state.teacher_masked,
-                                "pool_sentences": len(self.pool)})
+                summary.update(
+                    {
+                        "sentences_seen": state.sentences_seen,
+                        "teacher_masked": state.teacher_masked,
+                        "pool_sentences": len(self.pool),
+                    }
+                )
             self._log(summary)
-            seen = (f"{state.sentences_seen} pool sentences" if self.distill_only else f"{state.pairs_seen} pairs"
-                    + (f" and {state.sentences_seen} pool sentences" if self.distilling else ""))
+            seen = (
+                f"{state.sentences_seen} pool sentences"
+                if self.distill_only
+                else f"{state.pairs_seen} pairs"
+                + (f" and {state.sentences_seen} pool sentences" if self.distilling else "")
+            )
             self._say(
                 f"done: {state.step} steps, {seen} in {state.train_seconds:.1f}s; model in {self.output_dir}"
-                + (f"; dev {args.dev} best {state.best_score:.2f} at step {state.best_step}"
-                   if state.best_score is not None else "")
+                + (
+                    f"; dev {args.dev} best {state.best_score:.2f} at step {state.best_step}"
+                    if state.best_score is not None
+                    else ""
+                )
             )
         self.accelerator.wait_for_everyone()
         if args.push_to_hub and self.is_main:
@@ -744,8 +860,11 @@ class Trainer:
             encoder = PSPEncoder(model, self.tokenizer)
         state = self.state
         training_info = {
-            **self.args.to_dict(), "steps": state.step, "pairs_seen": state.pairs_seen,
-            "train_seconds": round(state.train_seconds, 1), "kept": self._kept(),
+            **self.args.to_dict(),
+            "steps": state.step,
+            "pairs_seen": state.pairs_seen,
+            "train_seconds": round(state.train_seconds, 1),
+            "kept": self._kept(),
         }
         if self.pool is not None:
             training_info.update(self.pool.text_info())
@@ -798,8 +917,11 @@ def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> int:
         print(f"psp train: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # anything else still leaves the folder; say how to retry
-        print(f"psp train: push to {repo_id} failed: {error}\nThe model is kept in {folder}. Retry with: "
-              f"{retry_command(folder, repo_id, private=private)}", file=sys.stderr)
+        print(
+            f"psp train: push to {repo_id} failed: {error}\nThe model is kept in {folder}. Retry with: "
+            f"{retry_command(folder, repo_id, private=private)}",
+            file=sys.stderr,
+        )
         return 1
     print(f"psp train: pushed {folder} to {url}", file=sys.stderr)
     return 0

@@ -67,7 +67,7 @@ class TrainingEncoder(nn.Module):
         embeddings = self._embed(flat_ids, offsets)
         if not project_last:
             return embeddings
-        tail = embeddings[embeddings.shape[0] - project_last:]
+        tail = embeddings[embeddings.shape[0] - project_last :]
         return embeddings, (self.projection(tail) if self.projection is not None else tail)
 
     def _embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -197,8 +197,9 @@ class LazyAdam(torch.optim.Optimizer):
                 state["step"] += 1
                 step = float(state["step"])
                 exp_avg = state["exp_avg"].index_select(0, rows).lerp_(values, 1 - beta1)
-                exp_avg_sq = state["exp_avg_sq"].index_select(0, rows).mul_(beta2).addcmul_(values, values,
-                                                                                           value=1 - beta2)
+                exp_avg_sq = (
+                    state["exp_avg_sq"].index_select(0, rows).mul_(beta2).addcmul_(values, values, value=1 - beta2)
+                )
                 state["exp_avg"].index_copy_(0, rows, exp_avg)
                 state["exp_avg_sq"].index_copy_(0, rows, exp_avg_sq)
                 bias_correction1 = 1 - beta1**step

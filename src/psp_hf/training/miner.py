@@ -44,7 +44,10 @@ class MegaBatch:
 
     def to(self, device: torch.device | str) -> MegaBatch:
         return MegaBatch(
-            self.flat_ids.to(device), self.starts.to(device), self.lengths.to(device), self.keys.to(device),
+            self.flat_ids.to(device),
+            self.starts.to(device),
+            self.lengths.to(device),
+            self.keys.to(device),
             self.minibatch_sizes,
         )
 
@@ -76,7 +79,8 @@ def tokenize_megabatch(backend, first: Sequence[str], second: Sequence[str], siz
     # every exact text duplicate and the ones that differ only in case or spacing.
     groups: dict[tuple[int, ...], int] = {}
     keys = np.fromiter(
-        (groups.setdefault(tuple(ids), len(groups)) for ids in ids_per_sentence), dtype=np.int64,
+        (groups.setdefault(tuple(ids), len(groups)) for ids in ids_per_sentence),
+        dtype=np.int64,
         count=len(ids_per_sentence),
     )
     lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
@@ -84,7 +88,10 @@ def tokenize_megabatch(backend, first: Sequence[str], second: Sequence[str], siz
     starts = np.zeros_like(lengths)
     np.cumsum(lengths[:-1], out=starts[1:])
     return MegaBatch(
-        torch.from_numpy(flat), torch.from_numpy(starts), torch.from_numpy(lengths), torch.from_numpy(keys),
+        torch.from_numpy(flat),
+        torch.from_numpy(starts),
+        torch.from_numpy(lengths),
+        torch.from_numpy(keys),
         list(sizes),
     )
 
