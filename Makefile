@@ -37,7 +37,7 @@ bench: venv
 
 # English text from Debian packages for the distillation pool (issue 7), unpacked without installing:
 # WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
-# src/psp_hf/distill/registry_text.py for the licences; psp_hf.distill finds them under .cache/registry-text/root.
+# src/psp_hf/data/registry_text.py for the licences; psp_hf.data.pool finds them under .cache/registry-text/root.
 # GCIDE (dict-gcide) is left out by default: it is larger than all the rest together, and labelling it with the
 # teacher would not fit the one-hour training budget on a 2-core machine. REGISTRY_DEBS="... dict-gcide" adds it.
 REGISTRY_DEBS ?= wordnet-base fortunes-min fortunes dict-devil dict-jargon
@@ -64,10 +64,10 @@ DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 -
 distill: distill-table
 
 distill-pool: venv registry-text
-	test -f $(DISTILL)/pool/sentences.parquet || $(PY) -m psp_hf.distill.corpus --out $(DISTILL)/pool
+	test -f $(DISTILL)/pool/sentences.parquet || $(PY) -m psp_hf.data.pool --out $(DISTILL)/pool
 
 distill-label: distill-pool
-	$(PY) -m psp_hf.distill.teacher --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
+	$(PY) -m psp_hf.data.teacher_labels --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
 		--threads $(DISTILL_THREADS) --progress
 
 distill-train: distill-label

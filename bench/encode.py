@@ -22,7 +22,7 @@ CACHE = Path(__file__).resolve().parent / ".cache"
 def build_model(vocab: int, dim: int) -> Path:
     """A random `dim`-d table over a sentencepiece vocabulary trained on English text (cached)."""
     from psp_hf import PSPEncoder
-    from psp_hf.datasets_local import english_training_text
+    from psp_hf.data_folder import english_training_text
     from psp_hf.tokenizer import train_tokenizer
 
     folder = CACHE / f"model-v{vocab}-d{dim}"
@@ -39,7 +39,7 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: i
     import torch
 
     from psp_hf import PSPEncoder
-    from psp_hf.datasets_local import sts_sentences
+    from psp_hf.data_folder import sts_sentences
 
     torch.set_num_threads(threads)
     sentences = sts_sentences()[:n_sentences]

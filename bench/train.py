@@ -31,7 +31,7 @@ ORIGINAL = {300: {"pairs_per_s": 915.0, "sts": 46.0, "rss_gb": 0.7}, 1024: {"pai
 
 
 def flickr_pairs() -> Path:
-    from psp_hf.datasets_local import data_dir
+    from psp_hf.data_folder import data_dir
 
     path = data_dir() / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     if not path.is_file():

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf.distill.corpus import (
+from psp_hf.data.mined_pairs import (
+    mine_pairs,
+    nearest_neighbours_clustered,
+    nearest_neighbours_exact,
+    trigram_overlap,
+    write_pairs,
+)
+from psp_hf.data.pool import (
     CleaningRules,
     CorpusSource,
     build_corpus,
@@ -20,18 +27,11 @@ from psp_hf.distill.corpus import (
     split_sentences,
     write_corpus,
 )
-from psp_hf.distill.init import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
-from psp_hf.distill.mining import (
-    mine_pairs,
-    nearest_neighbours_clustered,
-    nearest_neighbours_exact,
-    trigram_overlap,
-    write_pairs,
-)
-from psp_hf.distill.piece_weights import piece_counts, sif_weights, with_piece_weights
-from psp_hf.distill.registry_text import dictd_texts, fortune_texts, wordnet_glosses
-from psp_hf.distill.teacher import TeacherCache
+from psp_hf.data.registry_text import dictd_texts, fortune_texts, wordnet_glosses
+from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
+from psp_hf.initialization import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
+from psp_hf.piece_weights import piece_counts, sif_weights, with_piece_weights
 
 DIM = 16
 
@@ -316,28 +316,14 @@ def test_mine_pairs_threshold_and_near_copy_removal(tmp_path):
     assert lines[0] == "sentence1\tsentence2\tscore" and set(lines[1].split("\t")[:2]) == {sentences[2], sentences[3]}
 
 
-# ----------------------------------------------------------------------------------------------- student loop
-def test_distill_table_lowers_the_loss_and_folded_projection_matches(tiny_tokenizer):
+# ----------------------------------------------------------------------------------------------- tokenized pool
+def test_tokenized_pool_batch_equals_direct_tokenization(tiny_tokenizer):
     from psp_hf import PSPEncoder
-    from psp_hf.distill.student import DistillSettings, TokenizedPool, distill_table, fold_projection
+    from psp_hf.training.distill import TokenizedPool
 
     sentences = ["the dog runs in the park", "a cat sleeps on the warm sofa", "children play football"] * 4
-    teacher = FakeTeacher(dim=8)
-    targets = teacher.encode(sentences)
     encoder = PSPEncoder.from_tokenizer(tiny_tokenizer, hidden_size=12, seed=0, initializer_range=0.1)
     pool = TokenizedPool.build(encoder, sentences)
     ids, offsets = pool.batch(np.array([2, 0]))
     direct_ids, direct_offsets = encoder.tokenize([sentences[2], sentences[0]])
     assert torch.equal(ids, direct_ids) and torch.equal(offsets, direct_offsets)
-
-    def loss(model_output: np.ndarray) -> float:
-        cos = (model_output * targets).sum(1) / np.linalg.norm(model_output, axis=1)
-        return float(1 - cos.mean())
-
-    settings = DistillSettings(batch_size=6, lr=0.05, projection_lr=0.05, minutes=1, max_epochs=25, log_every=10**9)
-    projection = distill_table(encoder, pool, targets, settings, log=lambda _: None)
-    assert projection is not None and projection.weight.shape == (8, 12)
-    folded = fold_projection(encoder, projection)
-    projected = encoder.encode(sentences) @ projection.weight.detach().numpy().T
-    np.testing.assert_allclose(folded.encode(sentences), projected, rtol=1e-4, atol=1e-5)
-    assert loss(projected) < 0.05

@@ -7,13 +7,15 @@ import unicodedata
 
 import pytest
 
+from psp_hf.data_folder import data_dir as default_data_dir
+from psp_hf.data_folder import existing_data_dir as default_existing
 from psp_hf.errors import PSPInputError
 from psp_hf.evaluation import data as eval_data
 
 
 @pytest.fixture(scope="module")
 def data_dir():
-    path = eval_data.default_data_dir()
+    path = default_data_dir()
     if not path.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"evaluation data folder {path} is missing in CI")
@@ -124,4 +126,4 @@ def test_malformed_files_name_file_and_line(tmp_path):
 
 def test_missing_data_dir_names_the_path(tmp_path):
     with pytest.raises(PSPInputError, match=r"nowhere.*--data DIR or set PSP_DATA"):
-        eval_data.resolve_data_dir(tmp_path / "nowhere")
+        default_existing(tmp_path / "nowhere")

@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
+from psp_hf.data_folder import data_dir as default_data_dir
 from psp_hf.errors import PSPInputError
 from psp_hf.evaluation import data as eval_data
 from psp_hf.evaluation.tasks import (
@@ -39,7 +40,7 @@ class HashingEncoder:
 
 @pytest.fixture(scope="module")
 def data_dir():
-    path = eval_data.default_data_dir()
+    path = default_data_dir()
     if not path.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"evaluation data folder {path} is missing in CI")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from psp_hf import PSPEncoder
-from psp_hf.datasets_local import data_dir, english_training_text, sts_sentences
+from psp_hf.data_folder import data_dir, english_training_text, sts_sentences
 from psp_hf.tokenizer import SPM_FILENAME, train_tokenizer
 
 DATA = data_dir()

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.datasets_local import data_dir, iter_tsv
+from psp_hf.data_folder import data_dir, iter_tsv
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable

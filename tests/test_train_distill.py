@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.distill.teacher import TeacherCache
+from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
 from psp_hf.training.config import TrainingArguments
 from psp_hf.training.loop import Trainer
@@ -46,7 +46,7 @@ def make_sentences(n: int, seed: int = 0) -> list[str]:
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> dict:
     """A tokenizer, a labelled teacher cache with a pool report, and paraphrase-like pairs."""
-    from psp_hf.distill.corpus import CorpusSource, build_corpus, write_corpus
+    from psp_hf.data.pool import CorpusSource, build_corpus, write_corpus
     from psp_hf.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("toy")
@@ -314,7 +314,7 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
     )
     trainer = Trainer(args(toy, tmp_path / "out", init="word-vectors", init_vectors=str(vectors)))
     trainer._setup()
-    from psp_hf.distill.init import piece_texts
+    from psp_hf.initialization import piece_texts
 
     texts = piece_texts(trainer.tokenizer)
     table = trainer.model.embeddings.weight.detach()
@@ -327,7 +327,7 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- table
 def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
-    from psp_hf.datasets_local import data_dir
+    from psp_hf.data_folder import data_dir
     from psp_hf.distill.table import main
 
     if not (data_dir() / "sts" / "stsbenchmark" / "test.tsv").is_file():
@@ -389,8 +389,8 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
 
 
 def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
-    import psp_hf.distill.teacher as teacher_module
-    from psp_hf.distill.init import teacher_table
+    import psp_hf.data.teacher_labels as teacher_module
+    from psp_hf.initialization import teacher_table
 
     loaded = []
     monkeypatch.setattr(
@@ -472,7 +472,7 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
 
 
 def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
-    import psp_hf.distill.teacher as teacher_module
+    import psp_hf.data.teacher_labels as teacher_module
     from psp_hf.distill.table import training_times
     from psp_hf.training.distill import TeacherPool
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .datasets_local import REPO_ROOT, data_dir
+from .data_folder import REPO_ROOT, data_dir
 
 
 def _run(step: str, argv: list[str]) -> None:

@@ -53,8 +53,8 @@ ROWS = (
 
 def speed_sentences(data_dir: str | os.PathLike | None = None, count: int = SPEED_SENTENCES) -> list[str]:
     """`count` STS 2012–2016 sentences (distinct ones first, repeated if there are fewer)."""
-    from ..datasets_local import data_dir as resolve
-    from ..datasets_local import sts_sentences
+    from ..data_folder import data_dir as resolve
+    from ..data_folder import sts_sentences
 
     distinct = list(dict.fromkeys(sts_sentences(data_dir)))
     if not distinct:
@@ -200,7 +200,7 @@ def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None 
             "making the model2vec row needs model2vec's distill extra: pip install 'model2vec[distill]' "
             f"(it adds skeletoken and pins transformers below 5.4, so a separate venv may be needed): {error}"
         ) from None
-    from .teacher import default_teacher_path
+    from ..data.teacher_labels import default_teacher_path
 
     source = os.fspath(teacher) if teacher else os.fspath(default_teacher_path())
     model = distill(model_name=source, pca_dims=pca_dims)

@@ -81,15 +81,15 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate every --model on --tasks, print the Markdown tables, write the report files if asked."""
     from pathlib import Path
 
+    from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
     from .adapters import load_encoder
-    from .data import resolve_data_dir
     from .report import build_report, markdown_report, write_outputs
     from .tasks import evaluate_model, resolve_tasks
 
     # Check everything cheap before loading any model: a typo should not cost a model load.
     tasks = resolve_tasks(args.tasks)
-    data_dir = resolve_data_dir(args.data)
+    data_dir = existing_data_dir(args.data)
     if args.batch_size is not None and args.batch_size < 1:
         raise PSPInputError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.output is not None and Path(args.output).suffix.lower() in (".md", ".yaml", ".yml"):

@@ -7,17 +7,14 @@ missing or malformed, so a bad data folder fails with a message instead of a wro
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..data_folder import DATA_ENV
 from ..errors import PSPInputError
-
-DATA_ENV = "PSP_DATA"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 # SemEval STS 2012-2016 sub-datasets in the order of the organisers' papers (and SentEval).
 STS_YEARS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -52,23 +49,6 @@ TATOEBA_DEFAULT_LANGUAGES: tuple[str, ...] = ("ar", "de", "es", "fr", "ru", "tr"
 SENTEVAL_BINARY = {"mr": "MR", "cr": "CR", "subj": "SUBJ", "mpqa": "MPQA"}
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 SICK_ENTAILMENT_CLASSES = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")
-
-
-def default_data_dir() -> Path:
-    """`$PSP_DATA`, else `../shared/data` beside the repository root."""
-    value = os.environ.get(DATA_ENV)
-    return Path(value) if value else _REPO_ROOT.parent / "shared" / "data"
-
-
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """The data folder to use: the argument, else the default; it must exist."""
-    path = Path(data_dir) if data_dir is not None else default_data_dir()
-    if not path.is_dir():
-        raise PSPInputError(
-            f"evaluation data folder {path} not found; pass --data DIR or set {DATA_ENV} "
-            "(the folder that holds sts/, senteval/, tatoeba/ and MANIFEST.tsv)"
-        )
-    return path
 
 
 @dataclass

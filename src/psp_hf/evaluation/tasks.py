@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
 from . import data as data_module
 from . import senteval
@@ -385,7 +386,7 @@ def evaluate_model(
         )
     run = _Run(
         encoder=adapter,
-        data_dir=data_module.resolve_data_dir(data_dir),
+        data_dir=existing_data_dir(data_dir),
         batch_size=batch_size,
         progress=show_progress,
         tatoeba_languages=tuple(tatoeba_languages),
@@ -437,7 +438,7 @@ def sts_dev_score(
     """
     if split not in DEV_SPLITS:
         raise PSPInputError(f"unknown STS split {split!r}; valid: {', '.join(DEV_SPLITS)}")
-    pairs = _dev_pairs(str(data_module.resolve_data_dir(data_dir)), split)
+    pairs = _dev_pairs(str(existing_data_dir(data_dir)), split)
     adapter = wrap_encoder(encoder)
     size = batch_size or adapter.default_batch_size
     left = adapter.encode(pairs.sentences1, batch_size=size)

@@ -137,7 +137,7 @@ class TrainingArguments:
     teacher_cache: str | None = field(
         default=None,
         metadata=_arg(
-            "folder of teacher embeddings made by `python -m psp_hf.distill.teacher`: its sentences "
+            "folder of teacher embeddings made by `python -m psp_hf.data.teacher_labels`: its sentences "
             "form a second stream of (sentence, teacher vector) batches for the distillation loss"
         ),
     )
@@ -251,7 +251,7 @@ class TrainingArguments:
             )
         if self.distill_weight > 0 and not self.teacher_cache:
             raise PSPInputError(
-                "--distill-weight needs --teacher-cache (a folder made by python -m psp_hf.distill.teacher)"
+                "--distill-weight needs --teacher-cache (a folder made by python -m psp_hf.data.teacher_labels)"
             )
         if self.teacher_cache and not Path(self.teacher_cache).is_dir():
             raise PSPInputError(f"--teacher-cache {self.teacher_cache}: no such folder")

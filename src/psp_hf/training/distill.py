@@ -1,6 +1,6 @@
 """The teacher side of training: the cached pool as a stream of (sentence, teacher vector) batches.
 
-`TeacherPool` reads a `psp_hf.distill.teacher.TeacherCache` once: the sentences, and their teacher vectors kept
+`TeacherPool` reads a `psp_hf.data.teacher_labels.TeacherCache` once: the sentences, and their teacher vectors kept
 as float16 (384-d MiniLM labels of 430k sentences take 330 MB). For the distillation loss the sentences are
 tokenized once into flat arrays, and a batch is gathered from them with numpy indexing. Each epoch of the pool is
 a seeded permutation (seed, epoch); with several processes every process takes an equal share of it (rank
@@ -15,27 +15,60 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..distill.teacher import CORPUS_REPORT
+from ..data.teacher_labels import CORPUS_REPORT
 from ..errors import PSPInputError
+
+
+@dataclass
+class TokenizedPool:
+    """All pool sentences tokenized once: piece ids back to back, with each sentence's start and length."""
+
+    flat: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def build(cls, encoder, sentences: list[str], batch_size: int = 65536) -> TokenizedPool:
+        """Tokenize `sentences` with `encoder` (a `PSPEncoder`)."""
+        flats, lengths = [], []
+        for start in range(0, len(sentences), batch_size):
+            ids, offsets = encoder.tokenize(sentences[start : start + batch_size])
+            ids, offsets = ids.numpy(), offsets.numpy()
+            flats.append(ids)
+            lengths.append(np.diff(offsets, append=len(ids)))
+        flat = np.concatenate(flats)
+        length = np.concatenate(lengths)
+        starts = np.zeros(len(length), dtype=np.int64)
+        np.cumsum(length[:-1], out=starts[1:])
+        return cls(flat, starts, length)
+
+    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """`(flat_ids, offsets)` of the sentences `rows`, in that order (vectorised gather)."""
+        lengths = self.lengths[rows]
+        offsets = np.zeros(len(rows), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        positions = np.repeat(self.starts[rows] - offsets, lengths) + np.arange(int(lengths.sum()))
+        return torch.from_numpy(self.flat[positions]), torch.from_numpy(offsets)
 
 
 class TeacherPool:
     """Sentences and float16 teacher vectors of a cache; `tokenize()` prepares it for distillation batches."""
 
     def __init__(self, cache_dir: str | os.PathLike, seed: int = 0, rank: int = 0, world_size: int = 1):
-        from ..distill.teacher import TeacherCache
+        from ..data.teacher_labels import TeacherCache
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta()
         if meta is None or not cache.chunk_files():
             raise PSPInputError(
                 f"--teacher-cache {cache_dir}: no teacher labels there (run python -m "
-                "psp_hf.distill.teacher --corpus POOL --cache FOLDER first)"
+                "psp_hf.data.teacher_labels --corpus POOL --cache FOLDER first)"
             )
         self.directory = Path(cache_dir)
         self.meta = meta
@@ -61,8 +94,6 @@ class TeacherPool:
     # ------------------------------------------------------------------------------------------ batches
     def tokenize(self, encoder) -> None:
         """Tokenize every sentence once with `encoder` (a `PSPEncoder`)."""
-        from ..distill.student import TokenizedPool
-
         self.tokens = TokenizedPool.build(encoder, self.sentences)
 
     def steps_per_epoch(self, batch_size: int) -> int:
@@ -109,7 +140,7 @@ class TeacherPool:
 
 
 def corpus_report(cache_dir: str | os.PathLike) -> dict | None:
-    """The pool's `report.json` (from `psp_hf.distill.corpus.write_corpus`) found with the cache, or None.
+    """The pool's `report.json` (from `psp_hf.data.pool.write_corpus`) found with the cache, or None.
 
     Looked for in the cache folder (`corpus-report.json`, copied there when labelling), in the corpus folder the
     cache's meta names, and in a sibling folder holding a pool (`report.json` beside `sentences.parquet`).

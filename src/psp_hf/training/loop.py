@@ -315,14 +315,14 @@ class Trainer:
         """--init and --piece-weights on a fresh run (every process computes the same values)."""
         args = self.args
         if args.init == "teacher":
-            from ..distill.init import set_table, teacher_table
-            from ..distill.teacher import default_teacher_path, load_teacher
+            from ..data.teacher_labels import default_teacher_path, load_teacher
+            from ..initialization import set_table, teacher_table
 
             name = args.teacher_model or (self.pool.teacher if self.pool is not None else None)
             self._say(f"initialising the table from teacher {name or default_teacher_path()}")
             set_table(encoder, teacher_table(self.tokenizer, load_teacher(name), args.dim, seed=args.seed))
         elif args.init == "word-vectors":
-            from ..distill.init import set_table, word_vector_table
+            from ..initialization import set_table, word_vector_table
 
             found = word_vector_table(self.tokenizer, args.init_vectors, args.dim, seed=args.seed)
             self._say(
@@ -331,7 +331,7 @@ class Trainer:
             )
             set_table(encoder, found.table)
         if args.piece_weights == "sif":
-            from ..distill.piece_weights import piece_counts, sif_weights
+            from ..piece_weights import piece_counts, sif_weights
 
             counts = piece_counts(encoder, self._training_texts(args.tokenizer_sentences))
             with torch.no_grad():
@@ -878,8 +878,8 @@ class Trainer:
         if self.projection is not None:
             from safetensors.torch import save_file
 
-            # Not part of the model (it maps into the teacher's space); kept for psp_hf.distill.student's
-            # fold_projection.
+            # Not part of the model (it maps into the teacher's space); kept so the teacher-space map can be
+            # inspected or folded in later.
             weight = {"weight": self.projection.weight.detach().cpu().contiguous()}
             _atomic_write_bytes(self.training_dir / "projection.safetensors", lambda tmp: save_file(weight, tmp))
         language = (self.args.lang or "en") if self.kind == "bitext" else "en"

@@ -10,12 +10,28 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+DATA_ENV = "PSP_DATA"
+
+
 def data_dir(path: str | os.PathLike | None = None) -> Path:
     """The data folder: `path`, else $PSP_DATA, else ../shared/data beside the repository."""
     if path is not None:
         return Path(path)
-    env = os.environ.get("PSP_DATA")
+    env = os.environ.get(DATA_ENV)
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
+    """`data_dir(path)`, which must exist (the error says how to point at it)."""
+    from .errors import PSPInputError
+
+    folder = data_dir(path)
+    if not folder.is_dir():
+        raise PSPInputError(
+            f"data folder {folder} not found; pass --data DIR or set {DATA_ENV} "
+            "(the folder that holds sts/, senteval/, tatoeba/ and MANIFEST.tsv)"
+        )
+    return folder
 
 
 def iter_tsv(path: str | os.PathLike) -> Iterator[list[str]]:

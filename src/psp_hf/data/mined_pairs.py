@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_path
-from .corpus import normalize_key
+from .pool import normalize_key
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -172,14 +172,14 @@ def write_pairs(pairs: list[tuple[str, str, float]], path: str | os.PathLike) ->
 
 def main(argv: list[str] | None = None) -> int:
     """Mine pairs from a teacher cache and write them as TSV."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.distill.mining", description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", required=True, help="teacher cache folder (psp_hf.distill.teacher)")
+    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.mined_pairs", description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", required=True, help="teacher cache folder (psp_hf.data.teacher_labels)")
     parser.add_argument("--out", required=True, help="pairs TSV to write")
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--max-trigram-overlap", type=float, default=0.5)
     parser.add_argument("--nprobe", type=int, default=2)
     args = parser.parse_args(argv)
-    from .teacher import TeacherCache
+    from .teacher_labels import TeacherCache
 
     sentences, embeddings = TeacherCache(args.cache).load()
     mined = mine_pairs(

@@ -8,7 +8,7 @@ from its last complete chunk, and a grown pool only labels what is new. Chunks a
 (temporary file, then rename), so a chunk is either complete or absent. The folder loads as a Hugging Face
 dataset: ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
-Run: ``python -m psp_hf.distill.teacher --corpus /work/cache/distill/corpus --cache /work/cache/distill/teacher``
+Run: ``python -m psp_hf.data.teacher_labels --corpus /work/cache/distill/corpus --cache /work/cache/distill/teacher``
 """
 
 from __future__ import annotations
@@ -207,9 +207,9 @@ class TeacherCache:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Label a pool (see `psp_hf.distill.corpus`) into a cache folder; resumable."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.distill.teacher", description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", required=True, help="pool folder, parquet or txt from psp_hf.distill.corpus")
+    """Label a pool (see `psp_hf.data.pool`) into a cache folder; resumable."""
+    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.teacher_labels", description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="pool folder, parquet or txt from psp_hf.data.pool")
     parser.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
     parser.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the machine is shared)")
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from .corpus import read_corpus
+    from .pool import read_corpus
 
     torch.set_num_threads(args.threads)
     sentences = read_corpus(args.corpus)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import PSPInputError
+from .errors import PSPInputError
 
 WORD_START = "\u2581"  # sentencepiece's "▁"
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from .corpus import CorpusSource, split_sentences
+from .pool import CorpusSource, split_sentences
 
 DEBIAN_PACKAGES = ("wordnet-base", "fortunes-min", "fortunes", "dict-gcide", "dict-devil", "dict-jargon")
 

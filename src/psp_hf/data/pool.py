@@ -6,7 +6,7 @@ any evaluation set (STS 2012–2017 incl. the 2012 training sets, STS-B, SICK, S
 the pool. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
 also matches the tokenized, lower-cased SentEval copies against raw text.
 
-Run: ``python -m psp_hf.distill.corpus --out /work/cache/distill/corpus`` writes ``sentences.parquet``
+Run: ``python -m psp_hf.data.pool --out /work/cache/distill/corpus`` writes ``sentences.parquet``
 (columns ``sentence``, ``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source).
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..datasets_local import data_dir, iter_tsv
+from ..data_folder import data_dir, iter_tsv
 from ..io import atomic_path
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS12-train")
@@ -324,7 +324,7 @@ def default_sources(root: str | Path | None = None, registry: bool = True) -> li
 
 def main(argv: list[str] | None = None) -> int:
     """Build the pool from the default sources and write it."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.distill.corpus", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.pool", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
     parser.add_argument("--no-registry", action="store_true", help="only the shared data folder")
