@@ -43,6 +43,26 @@ def apply_unknown_rule(
     return ids, new_offsets
 
 
+def pool_bags(
+    table: torch.Tensor,
+    flat_ids: torch.Tensor,
+    offsets: torch.Tensor,
+    piece_weights: torch.Tensor | None = None,
+    mode: str = "mean",
+) -> torch.Tensor:
+    """Pool the rows `table[flat_ids]` per bag: `mode` ("mean", "max", "sum"), or with `piece_weights` (one weight
+    per entry of `flat_ids`) their weighted mean. Differentiable in `table` and `piece_weights`.
+    """
+    if piece_weights is None:
+        return nn.functional.embedding_bag(flat_ids, table, offsets=offsets, mode=mode)
+    summed = nn.functional.embedding_bag(flat_ids, table, offsets=offsets, mode="sum", per_sample_weights=piece_weights)
+    lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
+    bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
+    total = torch.zeros(offsets.numel(), dtype=piece_weights.dtype, device=piece_weights.device)
+    total = total.index_add(0, bag, piece_weights)
+    return summed / total.clamp_min(1e-12).unsqueeze(1)
+
+
 @dataclass
 class PSPModelOutput(ModelOutput):
     """Output of [`PSPModel`].
@@ -101,14 +121,8 @@ class PSPModel(PSPPreTrainedModel):
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
         if self.config.drop_unknown:
             flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, self.config.unk_token_id)
-        if self.piece_weights is None:
-            return self.embeddings(flat_ids, offsets)
-        weights = self.piece_weights[flat_ids]
-        summed = self.embeddings(flat_ids, offsets, per_sample_weights=weights)
-        lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
-        bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
-        total = torch.zeros(offsets.numel(), dtype=weights.dtype, device=weights.device).index_add_(0, bag, weights)
-        return summed / total.clamp_min(1e-12).unsqueeze(1)
+        weights = None if self.piece_weights is None else self.piece_weights[flat_ids]
+        return pool_bags(self.embeddings.weight, flat_ids, offsets, weights, self.config.pooling)
 
     def forward(
         self,
@@ -146,4 +160,4 @@ class PSPModel(PSPPreTrainedModel):
         return PSPModelOutput(sentence_embedding=embeddings, pooler_output=embeddings)
 
 
-__all__ = ["PSPModel", "PSPPreTrainedModel", "PSPModelOutput", "apply_unknown_rule"]
+__all__ = ["PSPModel", "PSPPreTrainedModel", "PSPModelOutput", "apply_unknown_rule", "pool_bags"]

@@ -294,19 +294,15 @@ class PSPEncoder:
     @staticmethod
     def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
         """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`."""
-        a = np.atleast_2d(np.asarray(a, dtype=np.float32))
-        b = np.atleast_2d(np.asarray(b, dtype=np.float32))
-        a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-        b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-        return a @ b.T
+        from .similarity import cosine_matrix
+
+        return cosine_matrix(a, b)
 
     def similarity_pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Cosine of row i of `a` with row i of `b`."""
-        a = np.asarray(a, dtype=np.float32)
-        b = np.asarray(b, dtype=np.float32)
-        numerator = np.einsum("ij,ij->i", a, b)
-        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-        return numerator / np.maximum(norms, 1e-12)
+        from .similarity import cosine_pairs
+
+        return cosine_pairs(a, b)
 
 
 def load(id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None) -> PSPEncoder:

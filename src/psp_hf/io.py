@@ -6,7 +6,7 @@ import contextlib
 import gzip
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -111,6 +111,31 @@ def read_pairs(
         result.rows.append(pair)
         result.line_numbers.append(number)
     return result
+
+
+def iter_tsv(
+    path: str | os.PathLike,
+    header: Sequence[str] | bool = False,
+    fields: int | None = None,
+) -> Iterator[tuple[int, list[str]]]:
+    """Yield `(line_number, fields)` of a tab-separated file (gzip when it ends in .gz), no quoting.
+
+    `header=True` skips the first line; a list of names requires the first line to be exactly those names
+    (then every row must have that many fields). `fields` requires that many fields in every row. Errors
+    name the file and line.
+    """
+    expected = fields
+    for number, raw in iter_raw_lines(path):
+        row = _decode(path, number, raw).split("\t")
+        if number == 1 and header is not False:
+            if header is not True and row != list(header):
+                raise PSPInputError(f"{path}:1: expected header {'<TAB>'.join(header)}, got {'<TAB>'.join(row)}")
+            if header is not True and expected is None:
+                expected = len(header)
+            continue
+        if expected is not None and len(row) != expected:
+            raise PSPInputError(f"{path}:{number}: expected {expected} tab-separated fields, got {len(row)}")
+        yield number, row
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_path
+from ..similarity import unit_rows
 from .pool import normalize_key
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -38,14 +39,9 @@ def trigram_overlap(a: str, b: str) -> float:
     return len(ta & tb) / max(min(len(ta), len(tb)), 1)
 
 
-def _normalized(embeddings: np.ndarray) -> np.ndarray:
-    embeddings = np.asarray(embeddings, dtype=np.float32)
-    return embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
-
-
 def nearest_neighbours_exact(embeddings: np.ndarray, block_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """For every row, the index and cosine of its most similar other row (blocked `X @ X.T`)."""
-    x = _normalized(embeddings)
+    x = unit_rows(embeddings)
     n = len(x)
     best = np.full(n, -1, dtype=np.int64)
     score = np.full(n, -np.inf, dtype=np.float32)
@@ -70,13 +66,13 @@ def nearest_neighbours_clustered(
     """Approximate nearest other row: k-means into `nlist` clusters, search the `nprobe` nearest clusters."""
     from sklearn.cluster import MiniBatchKMeans
 
-    x = _normalized(embeddings)
+    x = unit_rows(embeddings)
     n = len(x)
     nlist = max(1, min(nlist, n))
     nprobe = max(1, min(nprobe, nlist))
     kmeans = MiniBatchKMeans(n_clusters=nlist, random_state=seed, batch_size=8192, n_init=1, max_iter=20)
     kmeans.fit(x[np.random.default_rng(seed).permutation(n)[: max(nlist * 64, 20_000)]])
-    centroids = _normalized(kmeans.cluster_centers_)
+    centroids = unit_rows(kmeans.cluster_centers_)
     # Each row's nprobe nearest clusters, found blockwise to bound memory.
     probes = np.empty((n, nprobe), dtype=np.int64)
     for start in range(0, n, block_size):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
+from ..similarity import cosine_pairs
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter, wrap_encoder
@@ -89,14 +90,6 @@ def load_metric(name: str):
     return evaluate.load(str(path), keep_in_memory=True)
 
 
-def cosine_pairs(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Cosine of row i of `left` with row i of `right` (0 where a row is all zeros)."""
-    left = np.asarray(left, dtype=np.float64)
-    right = np.asarray(right, dtype=np.float64)
-    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
-    return np.einsum("ij,ij->i", left, right) / np.maximum(norms, 1e-12)
-
-
 def _correlation(predictions: np.ndarray, gold: np.ndarray) -> dict:
     scores = load_metric("sts_correlation").compute(predictions=predictions, references=gold)
     return {"pearson": 100 * scores["pearson"], "spearman": 100 * scores["spearman"], "n": scores["n"]}
@@ -160,7 +153,7 @@ def _score_pair_sets(run: _Run, pair_sets: Sequence[data_module.PairSet], task: 
     out, at = [], 0
     for pairs in pair_sets:
         n = len(pairs)
-        out.append(cosine_pairs(embeddings[at : at + n], embeddings[at + n : at + 2 * n]))
+        out.append(cosine_pairs(embeddings[at : at + n], embeddings[at + n : at + 2 * n], np.float64))
         at += 2 * n
     return out
 
@@ -443,4 +436,4 @@ def sts_dev_score(
     size = batch_size or adapter.default_batch_size
     left = adapter.encode(pairs.sentences1, batch_size=size)
     right = adapter.encode(pairs.sentences2, batch_size=size)
-    return _correlation(cosine_pairs(left, right), pairs.gold)["pearson"]
+    return _correlation(cosine_pairs(left, right, np.float64), pairs.gold)["pearson"]

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..modeling import PSPModel, apply_unknown_rule
+from ..modeling import PSPModel, apply_unknown_rule, pool_bags
 
 
 def margin_loss(
@@ -83,29 +83,15 @@ class TrainingEncoder(nn.Module):
         distinct, local_ids = torch.unique(flat_ids, return_inverse=True)
         rows = F.embedding(distinct, table.weight, sparse=table.sparse)
         if not self.dropout > 0:
-            if self.model.piece_weights is None:
-                return F.embedding_bag(local_ids, rows, offsets=offsets, mode=config.pooling)
-            weights = self.model.piece_weights[flat_ids]
-            summed = F.embedding_bag(local_ids, rows, offsets=offsets, mode="sum", per_sample_weights=weights)
-            lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
-            bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
-            total = torch.zeros(offsets.numel(), dtype=weights.dtype, device=weights.device).index_add(0, bag, weights)
-            return summed / total.clamp_min(1e-12).unsqueeze(1)
+            weights = None if self.model.piece_weights is None else self.model.piece_weights[flat_ids]
+            return pool_bags(rows, local_ids, offsets, weights, config.pooling)
         if config.pooling != "mean":
             raise ValueError("piece dropout is implemented for mean pooling only")
         pieces = rows[local_ids]
         keep = torch.rand(pieces.shape, generator=self.generator, device=pieces.device) >= self.dropout
         pieces = pieces * keep / (1.0 - self.dropout)
-        lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
-        bag = torch.repeat_interleave(torch.arange(offsets.numel(), device=flat_ids.device), lengths)
-        if self.model.piece_weights is None:
-            weights = torch.ones(flat_ids.numel(), dtype=pieces.dtype, device=pieces.device)
-        else:
-            weights = self.model.piece_weights[flat_ids]
-        summed = torch.zeros(offsets.numel(), pieces.shape[1], dtype=pieces.dtype, device=pieces.device)
-        summed = summed.index_add(0, bag, pieces * weights.unsqueeze(1))
-        total = torch.zeros(offsets.numel(), dtype=pieces.dtype, device=pieces.device).index_add(0, bag, weights)
-        return summed / total.clamp_min(1e-12).unsqueeze(1)
+        weights = None if self.model.piece_weights is None else self.model.piece_weights[flat_ids]
+        return pool_bags(pieces, torch.arange(pieces.shape[0], device=pieces.device), offsets, weights, "mean")
 
 
 def distill_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
