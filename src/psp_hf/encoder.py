@@ -160,7 +160,7 @@ class PSPEncoder:
         with `language`, also a model card rendered from `eval_results` and `training_info`.
         """
         from .hub.card import write_model_card
-        from .hub.sentence_transformers import write_sentence_transformers_files
+        from .sentence_transformers_layout import write_sentence_transformers_files
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -129,9 +129,9 @@ def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run `psp push`."""
+    from ..sentence_transformers_layout import write_sentence_transformers_files
     from .card import CARD_FILENAME, LANGUAGES, render_model_card
     from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
-    from .sentence_transformers import write_sentence_transformers_files
 
     folder = Path(args.model_dir)
     if args.repo_type == "dataset":

@@ -247,8 +247,8 @@ def save_converted(encoder, sp_model: str | os.PathLike, output_dir: str | os.Pa
     The folder is built beside `output_dir` and moved into place at the end, so a failure leaves no
     half-written folder; an existing non-empty `output_dir` is replaced only with `overwrite`.
     """
+    from ..sentence_transformers_layout import write_sentence_transformers_files
     from ..tokenizer import SPM_FILENAME
-    from .sentence_transformers import write_sentence_transformers_files
 
     output = Path(output_dir)
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:

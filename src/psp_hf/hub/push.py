@@ -183,8 +183,8 @@ def push_encoder(
     a failed one (the `PSPPushError` names it, so the upload can be retried with `psp push`). A card is
     written when `language` is given and the folder has none yet.
     """
+    from ..sentence_transformers_layout import write_sentence_transformers_files
     from .card import CARD_FILENAME, write_model_card
-    from .sentence_transformers import write_sentence_transformers_files
 
     own_folder = save_dir is None
     folder = Path(tempfile.mkdtemp(prefix="psp-push-")) if own_folder else Path(save_dir)
