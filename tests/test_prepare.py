@@ -289,8 +289,14 @@ def test_prepare_paraphrases_crafted_rows(tmp_path):
     assert saved["pairs_out"] == 2 and saved["histograms"]["score"]["counts"]
     for name in ("score", "overlap"):
         assert (out / "report" / f"{name}_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from huggingface_hub import DatasetCard
+
     card = (out / "README.md").read_text()
-    assert card.startswith("---\nconfigs:\n- config_name: default") and "path: data/train-*.parquet" in card
+    metadata = DatasetCard.load(out / "README.md").data
+    assert metadata.configs == [
+        {"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}
+    ]
+    assert metadata.language == ["en"] and "paraphrase" in metadata.tags
     assert "| language | langid says the sides are en and en | 1 |" in card
     # tokenizer saved with the data
     from psp_hf.data.prepare import load_prepared_tokenizer

@@ -12,9 +12,9 @@ from __future__ import annotations
 _EXPORTS = {
     "prepare_paraphrases": "prepare",
     "prepare_bitext": "prepare",
-    "push_dataset": "prepare",
-    "tokenizer_folder": "prepare",
-    "load_prepared_tokenizer": "prepare",
+    "push_dataset": "dataset_repo",
+    "tokenizer_folder": "dataset_repo",
+    "load_prepared_tokenizer": "dataset_repo",
     "LanguageIdentifier": "language_id",
 }
 

@@ -84,10 +84,13 @@ def length_unit_for(language: str) -> str:
 
 
 def trigram_overlap(first: str, second: str) -> float:
-    """Shared word trigrams divided by the trigram count of the side with fewer trigrams (ParaNMT's measure).
+    """ParaNMT's overlap: shared word trigrams divided by the trigram count of the shorter side.
 
-    Case-insensitive; each trigram of the shorter side counts once per occurrence. A side with fewer than
-    three tokens has no trigrams, and then the overlap is 0.0, as in the authors' script.
+    Both sides are lowercased and split by `word_tokens` (punctuation marks are tokens of their own). The
+    shorter side is the one with fewer trigrams; each of its trigrams counts once per occurrence when the
+    longer side contains it, so the result lies in [0, 1] and is symmetric. A side with fewer than three
+    tokens has no trigrams: the ratio is undefined and the overlap is 0.0, as in the authors' script (such
+    pairs are left to the length filter).
     """
     shorter = word_tokens(first.lower())
     longer = word_tokens(second.lower())

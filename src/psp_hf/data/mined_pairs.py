@@ -2,7 +2,8 @@
 
 Each sentence is paired with its nearest other sentence when their teacher cosine reaches `threshold`; pairs
 that are near-copies (word-trigram overlap at or above `max_trigram_overlap`, as ParaNMT filtered its pairs)
-are dropped, and each unordered pair is kept once. Small pools are searched exactly with blocked matrix
+are dropped (`filters.trigram_overlap`, the one definition `psp prepare` uses too), and each unordered pair is
+kept once. Small pools are searched exactly with blocked matrix
 products; large ones through a coarse k-means index (each sentence is compared with the members of its
 `nprobe` nearest clusters), which costs about `N * nprobe * N / nlist` dot products instead of `N * N`.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,21 +22,8 @@ import numpy as np
 
 from ..io import atomic_path
 from ..similarity import unit_rows
+from .filters import trigram_overlap
 from .pool import normalize_key
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def word_trigrams(sentence: str) -> set[tuple[str, ...]]:
-    """Word trigrams of the lowercased sentence, padded with boundary marks so short sentences have some."""
-    words = ["<s>", *_WORD.findall(sentence.lower()), "</s>"]
-    return {tuple(words[i : i + 3]) for i in range(max(len(words) - 2, 1))}
-
-
-def trigram_overlap(a: str, b: str) -> float:
-    """Shared word trigrams divided by the trigrams of the side with fewer (ParaNMT's overlap measure)."""
-    ta, tb = word_trigrams(a), word_trigrams(b)
-    return len(ta & tb) / max(min(len(ta), len(tb)), 1)
 
 
 def nearest_neighbours_exact(embeddings: np.ndarray, block_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:

@@ -11,14 +11,18 @@ Every file is tab-separated with no quoting. Supported out of the box:
 The header is detected when its fields include the expected column names (`--header auto`), or forced on
 or off. `columns` (and `score_column`) pick fields by 1-based number or by header name.
 
-Bad lines, i.e. bytes that are not UTF-8, a field count different from the header's (or, without a header,
-the first line's), or a score that is not a number, raise `PSPInputError` naming file:line, or with
-`skip_bad_lines` are counted in `BadLines` and skipped.
+Lines come from `psp_hf.io.iter_raw_lines` and are decoded as `psp_hf.io` decodes them, so errors read the
+same as `psp embed`'s. Bad lines, i.e. bytes that are not UTF-8, a field count different from the header's
+(or, without a header, the first line's), or a score that is not a number, raise `PSPInputError` naming
+file:line, or with `skip_bad_lines` are counted in `BadLines` and skipped. A gzip file that ends early (or is
+corrupt) is bad from the line where reading stopped: an error, or with `skip_bad_lines` one bad line counted
+and the end of that file.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +57,17 @@ class InputStats:
     columns: list[str] = field(default_factory=list)
     pairs: int = 0
     bad_lines: int = 0
+
+
+def _lines_of(path: Path) -> Iterator[tuple[int, bytes]]:
+    """`iter_raw_lines`, with a truncated or corrupt gzip stream reported at the line where it broke."""
+    number = 0
+    try:
+        for number, raw in iter_raw_lines(path):
+            yield number, raw
+    except (EOFError, zlib.error, OSError) as error:
+        # gzip raises EOFError for a cut-off stream and BadGzipFile (an OSError) for garbage.
+        raise PSPInputError(f"{path}:{number + 1}: cannot read further: {error}") from None
 
 
 def parse_column(value: str) -> Column:
@@ -138,9 +153,16 @@ class PairReader:
         self.skip_bad_lines = skip_bad_lines
         self.bad_lines = bad_lines if bad_lines is not None else BadLines()
         self.stats = InputStats(path=str(self.path))
-        self._lines = iter_raw_lines(self.path)
+        self._lines = self._checked_lines()
         self._pending: tuple[int, str] | None = None
         self._open()
+
+    def _checked_lines(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            yield from _lines_of(self.path)
+        except PSPInputError as error:
+            # Nothing after a broken gzip stream can be read: one bad line, then the end of this file.
+            self._bad(str(error))
 
     def _bad(self, message: str) -> None:
         if not self.skip_bad_lines:

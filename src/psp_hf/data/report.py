@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .shards import SHARD_PATTERN
+
 REPORT_DIR = "report"
 TOKENIZER_DIR = "tokenizer"
 DATA_DIR = "data"
@@ -107,27 +109,20 @@ def _size_category(rows: int) -> str:
 
 
 def dataset_card(report: dict) -> str:
-    """`README.md` of a prepared dataset: YAML metadata with `configs`, then what is in it and how it was made."""
+    """`README.md` of a prepared dataset (`huggingface_hub.DatasetCard`): YAML metadata with `configs`, then what
+    is in it and how it was made."""
     kind = report["kind"]
     columns = report["columns"]
     languages = sorted(set(report["languages"]))
-    yaml = [
-        "---",
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        "  - split: train",
-        f"    path: {DATA_DIR}/train-*.parquet",
-        "language:",
-        *[f"- {code}" for code in languages],
-        "task_categories:",
-        "- sentence-similarity",
-        f"size_categories:\n- {_size_category(report['pairs_out'])}",
-        "tags:",
-        "- psp-hf",
-        "- paraphrase" if kind == "paraphrases" else "- bitext",
-        "---",
-    ]
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    metadata = DatasetCardData(
+        language=languages,
+        task_categories=["sentence-similarity"],
+        size_categories=[_size_category(report["pairs_out"])],
+        tags=["psp-hf", "paraphrase" if kind == "paraphrases" else "bitext"],
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": f"{DATA_DIR}/{SHARD_PATTERN}"}]}],
+    )
     if kind == "paraphrases":
         what = "English paraphrase pairs" if languages == ["en"] else f"paraphrase pairs ({', '.join(languages)})"
         column_text = (
@@ -175,4 +170,4 @@ Command: `{report["command"]}`
 Inputs: {", ".join(f"`{Path(item['path']).name}` ({item['pairs']:,} pairs)" for item in report["inputs"])}.
 The full report is in `{REPORT_DIR}/report.json`.
 """
-    return "\n".join(yaml) + "\n" + body
+    return str(DatasetCard(f"---\n{metadata.to_yaml()}\n---\n{body}"))

@@ -1,0 +1,382 @@
+"""The one runner of `psp prepare`: read a recipe's inputs a batch at a time, filter, write a datasets folder.
+
+A `Recipe` (see `prepare.py` for the two the papers use) says which columns to read, which filter steps to
+run and what to call the output columns; `run_recipe` does everything else, the same way for every recipe:
+
+    README.md                     dataset card; its YAML `configs` point at data/
+    data/train-00000-of-0000N.parquet
+    tokenizer/                    sentencepiece vocabulary trained on the output (tokenizer.json, ...)
+    report/                       report.json, report.md, score/overlap histograms (PNG)
+
+Arguments and the output folder are checked before any input is read past its header. The folder is built
+beside `out` and moved into place only when everything succeeded, so a failed run leaves an old folder as it
+was. Memory stays flat in the input size except for the duplicate filter's hashes (8 bytes per distinct pair
+kept) and, when shuffling, one shard's rows at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PSPInputError
+from .filters import DropDuplicates, FilterChain, FilterStep, Normalize, OverlapMaximum, PairBatch, ScoreRange
+from .readers import BadLines, PairLayout, PairReader
+from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, write_report
+from .shards import ShardWriter, estimate_num_shards
+
+
+@dataclass
+class Recipe:
+    """A data recipe: where the pair is in the input, the filter steps, and the output columns.
+
+    `steps` is called once the arguments and the output are checked, so a slow step (a scoring model,
+    langid's tables) is built only for a run that can go ahead. `needs_score`: every input must have a
+    score column; `computes_score`: a step fills the score itself. The output has the two `sides`, then
+    `score` when the inputs have one or a step computes it, then `overlap` when `keeps_overlap`.
+    """
+
+    kind: str
+    layout: PairLayout
+    steps: Callable[[], list[FilterStep]]
+    sides: tuple[str, str]
+    languages: list[str]
+    options: dict = field(default_factory=dict)
+    needs_score: bool = False
+    computes_score: bool = False
+    keeps_overlap: bool = False
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+    """The input paths, each of which must be a readable file."""
+    if not inputs:
+        raise PSPInputError("no input files given")
+    paths = [Path(p) for p in inputs]
+    for path in paths:
+        if path.is_dir():
+            raise PSPInputError(f"{path}: is a folder, not a file of pairs")
+        if not path.is_file():
+            raise PSPInputError(f"{path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise PSPInputError(f"{path}: not readable (permission denied)")
+    return paths
+
+
+def check_output_folder(out: Path, overwrite: bool, flag: str = "--out") -> None:
+    """`out` can become a folder: not a file, not there yet unless `overwrite`, and its parent writable."""
+    if out.exists() and not out.is_dir():
+        raise PSPInputError(f"{flag} {out}: exists and is not a folder")
+    if out.exists() and not overwrite:
+        raise PSPInputError(f"{flag} {out}: already exists; pass --overwrite to replace it")
+    check_writable_parent(out, flag)
+
+
+def check_writable_parent(path: Path, flag: str) -> None:
+    """The nearest existing ancestor of `path` is a writable folder (the rest is created)."""
+    parent = Path(os.path.abspath(path)).parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PSPInputError(f"{flag} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PSPInputError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+
+
+# ---------------------------------------------------------------------------------------------- reading
+class _LazyReader:
+    """A `PairReader` reopened when iteration starts, so many inputs do not hold many open files.
+
+    Its header is checked at construction: a wrong layout fails before any work is done.
+    """
+
+    def __init__(self, path: Path, layout: PairLayout, header: str, skip_bad_lines: bool, bad_lines: BadLines):
+        self._args = (path, layout, header, skip_bad_lines, bad_lines)
+        # A throwaway BadLines: lines skipped while probing are counted again when the file is read.
+        probe = PairReader(path, layout, header=header, skip_bad_lines=skip_bad_lines, bad_lines=BadLines())
+        self.has_score = probe.has_score
+        self.stats = probe.stats
+        probe.close()
+        self.stats.pairs = self.stats.bad_lines = 0
+
+    def __iter__(self):
+        path, layout, header, skip_bad_lines, bad_lines = self._args
+        reader = PairReader(path, layout, header=header, skip_bad_lines=skip_bad_lines, bad_lines=bad_lines)
+        self.stats = reader.stats
+        try:
+            yield from reader
+        finally:
+            reader.close()
+
+
+def _batches(
+    readers: Sequence[_LazyReader], batch_size: int, limit: int | None
+) -> Iterator[tuple[list[str], list[str], list[float] | None]]:
+    first: list[str] = []
+    second: list[str] = []
+    score: list[float] = []
+    with_score = any(reader.has_score for reader in readers)
+    seen = 0
+    for reader in readers:
+        if limit is not None and seen >= limit:
+            break
+        for a, b, s in reader:
+            seen += 1
+            first.append(a)
+            second.append(b)
+            if with_score:
+                score.append(np.nan if s is None else s)
+            if len(first) >= batch_size:
+                yield first, second, (score if with_score else None)
+                first, second, score = [], [], []
+            # Stop right after the last wanted pair, so no further line is read (or counted).
+            if limit is not None and seen >= limit:
+                break
+    if first:
+        yield first, second, (score if with_score else None)
+
+
+# ---------------------------------------------------------------------------------------------- the run
+def run_recipe(
+    recipe: Recipe,
+    inputs: Sequence[str | os.PathLike],
+    out: str | os.PathLike | None = None,
+    *,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    overwrite: bool = False,
+    header: str = "auto",
+    skip_bad_lines: bool = False,
+    shuffle: bool = True,
+    seed: int = 0,
+    num_shards: int | None = None,
+    vocab_size: int = 50000,
+    train_tokenizer: bool = True,
+    lowercase: bool = True,
+    batch_size: int = 8192,
+    limit: int | None = None,
+    command: str | None = None,
+    progress: bool = False,
+) -> dict:
+    """Run `recipe` over `inputs` into the folder `out` and/or the Hub dataset repo `push_to_hub`.
+
+    Returns the report (also written to `report/report.json`).
+    """
+    if out is None and push_to_hub is None:
+        raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
+    if batch_size < 1 or (num_shards is not None and num_shards < 1) or vocab_size < 1:
+        raise PSPInputError("--batch-size, --num-shards and --vocab-size must be positive")
+    paths = check_inputs(inputs)
+    out = None if out is None else Path(out)
+    if out is not None:
+        check_output_folder(out, overwrite)
+    bad_lines = BadLines()
+    readers = [_LazyReader(path, recipe.layout, header, skip_bad_lines, bad_lines) for path in paths]
+    if recipe.needs_score:
+        for reader in readers:
+            if not reader.has_score:
+                raise PSPInputError(
+                    f"{reader.stats.path}: no score column for the paraphrase-score filter; give --score-column, "
+                    "--score-model MODEL to compute scores, or --no-score-filter"
+                )
+    chain = FilterChain(recipe.steps())
+    import pyarrow as pa
+
+    columns = list(recipe.sides)
+    with_score = recipe.computes_score or any(reader.has_score for reader in readers)
+    columns += ["score"] if with_score else []
+    columns += ["overlap"] if recipe.keeps_overlap else []
+    schema = pa.schema([pa.field(name, pa.string() if name in recipe.sides else pa.float32()) for name in columns])
+
+    def to_columns(batch: PairBatch) -> dict:
+        data = {recipe.sides[0]: batch.first.tolist(), recipe.sides[1]: batch.second.tolist()}
+        if with_score:
+            data["score"] = pa.array(batch.score, type=pa.float32(), from_pandas=True)
+        if recipe.keeps_overlap:
+            data["overlap"] = batch.overlap.astype(np.float32)
+        return data
+
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    else:
+        staging = Path(tempfile.mkdtemp(prefix="psp-prepare-"))
+    keep_staging = False
+    try:
+        shard_count = num_shards or estimate_num_shards(paths)
+        writer = ShardWriter(staging / DATA_DIR, schema, seed=seed if shuffle else None, num_shards=shard_count)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(unit=" pairs", desc=f"prepare {recipe.kind}", file=sys.stderr)
+        started, started_cpu = time.perf_counter(), time.process_time()
+        try:
+            for first, second, score in _batches(readers, batch_size, limit):
+                batch = chain.apply(PairBatch.from_lists(first, second, score))
+                if len(batch):
+                    writer.write(to_columns(batch))
+                if bar is not None:
+                    bar.update(len(first))
+            shards = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        filter_seconds = time.perf_counter() - started
+        seconds = {
+            "filter_and_write": round(filter_seconds, 3),
+            "filter_and_write_cpu": round(time.process_time() - started_cpu, 3),
+            "tokenizer": 0.0,
+        }
+
+        tokenizer_info = None
+        if train_tokenizer and chain.pairs_out:
+            started = time.perf_counter()
+            tokenizer = _train_tokenizer(shards, columns[:2], vocab_size, staging / TOKENIZER_DIR, lowercase)
+            seconds["tokenizer"] = round(time.perf_counter() - started, 3)
+            tokenizer_info = {
+                "path": TOKENIZER_DIR,
+                "pieces": len(tokenizer),
+                "vocab_size_asked": vocab_size,
+                "lowercase": lowercase,
+                "trained_on": columns[:2],
+            }
+        options = {
+            **recipe.options,
+            "shuffle": shuffle,
+            "seed": seed,
+            "skip_bad_lines": skip_bad_lines,
+            "header": header,
+            "vocab_size": vocab_size,
+            "train_tokenizer": train_tokenizer,
+            "limit": limit,
+        }
+        report = {
+            "kind": recipe.kind,
+            "lang": recipe.languages[0],
+            "languages": recipe.languages,
+            "columns": columns,
+            "command": command or f"psp prepare {recipe.kind} " + " ".join(str(p) for p in paths),
+            "options": options,
+            "psp_hf_version": _psp_version(),
+            "inputs": [vars(reader.stats) for reader in readers],
+            "bad_lines": {"count": bad_lines.count, "examples": bad_lines.examples},
+            "pairs_in": chain.pairs_in,
+            "pairs_out": chain.pairs_out,
+            "steps": _step_report(chain),
+            "histograms": _histograms(chain),
+            "num_shards": len(shards),
+            "shards": [f"{DATA_DIR}/{path.name}" for path in shards],
+            "tokenizer": tokenizer_info,
+            "seconds": seconds,
+            "pairs_per_second": chain.pairs_in / filter_seconds if filter_seconds > 0 else 0.0,
+            "repo_id": push_to_hub,
+            "out": None if out is None else str(out),
+        }
+        write_report(report, staging / REPORT_DIR)
+        (staging / "README.md").write_text(dataset_card(report), encoding="utf-8")
+        if out is not None:
+            _publish(staging, out)
+            report["path"] = str(out)
+        if push_to_hub is not None:
+            from .dataset_repo import push_dataset
+
+            try:
+                report["url"] = push_dataset(
+                    out if out is not None else staging,
+                    push_to_hub,
+                    private=private,
+                    commit_message=f"psp prepare {recipe.kind}: {chain.pairs_out:,} pairs",
+                )
+            except Exception:
+                # Without --out the prepared folder exists only in `staging`: keep it for the retry the error gives.
+                keep_staging = out is None
+                raise
+        return report
+    finally:
+        if staging.exists() and not keep_staging:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move the finished folder into place; an old `out` is replaced only now, after everything succeeded."""
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / "previous")
+        os.replace(staging, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, out)
+
+
+def _psp_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _step_report(chain: FilterChain) -> list[dict]:
+    steps = []
+    for step, stats in zip(chain.steps, chain.stats, strict=True):
+        entry = {
+            "name": stats.name,
+            "enabled": stats.enabled,
+            "description": stats.description,
+            "removed": stats.removed,
+            "seconds": round(stats.seconds, 3),
+        }
+        if isinstance(step, Normalize):
+            entry["changed"] = step.changed
+        if isinstance(step, DropDuplicates):
+            entry["hash_bytes"] = step.seen.nbytes
+        steps.append(entry)
+    return steps
+
+
+def _histograms(chain: FilterChain) -> dict:
+    result = {}
+    overlap = chain.step("overlap")
+    if isinstance(overlap, OverlapMaximum):
+        marks = [(overlap.maximum, f"max {overlap.maximum}")] if overlap.enabled else []
+        result["overlap"] = {
+            **overlap.histogram.to_dict(),
+            "title": "trigram overlap of the pairs reaching the overlap filter",
+            "xlabel": "shared trigrams / trigrams of the shorter side",
+            "marks": marks,
+        }
+    score = chain.step("score")
+    if isinstance(score, ScoreRange):
+        marks = [(score.low, f"min {score.low}"), (score.high, f"max {score.high}")] if score.enabled else []
+        result["score"] = {
+            **score.histogram.to_dict(),
+            "title": "paraphrase score of the pairs reaching the score filter",
+            "xlabel": "score",
+            "marks": marks,
+        }
+    return result
+
+
+def _train_tokenizer(shards: list[Path], columns: list[str], vocab_size: int, output_dir: Path, lowercase: bool):
+    import pyarrow.parquet as pq
+
+    from ..tokenizer import train_tokenizer
+
+    def texts() -> Iterator[str]:
+        # Both sides feed one vocabulary (for bitext: shared by the two languages, as in P-SP).
+        for shard in shards:
+            for record_batch in pq.ParquetFile(shard).iter_batches(columns=columns, batch_size=65536):
+                for column in record_batch.columns:
+                    yield from column.to_pylist()
+
+    return train_tokenizer(texts(), vocab_size=vocab_size, output_dir=output_dir, lowercase=lowercase)
