@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
@@ -37,7 +38,7 @@ bench: venv
 
 # English text from Debian packages for the distillation pool (issue 7), unpacked without installing:
 # WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
-# src/psp_hf/data/registry_text.py for the licences; psp_hf.data.pool finds them under .cache/registry-text/root.
+# src/psp_hf/data/registry_text.py for the licences; `psp prepare pool` finds them under .cache/registry-text/root.
 # GCIDE (dict-gcide) is left out by default: it is larger than all the rest together, and labelling it with the
 # teacher would not fit the one-hour training budget on a 2-core machine. REGISTRY_DEBS="... dict-gcide" adds it.
 REGISTRY_DEBS ?= wordnet-base fortunes-min fortunes dict-devil dict-jargon
@@ -64,10 +65,10 @@ DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 -
 distill: distill-table
 
 distill-pool: venv registry-text
-	test -f $(DISTILL)/pool/sentences.parquet || $(PY) -m psp_hf.data.pool --out $(DISTILL)/pool
+	test -f $(DISTILL)/pool/sentences.parquet || $(PSP) prepare pool --out $(DISTILL)/pool
 
 distill-label: distill-pool
-	$(PY) -m psp_hf.data.teacher_labels --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
+	$(PSP) prepare label --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
 		--threads $(DISTILL_THREADS) --progress
 
 distill-train: distill-label
@@ -80,7 +81,7 @@ distill-train: distill-label
 		--margin-weight 0.1 --teacher-negative-threshold 0.8 --distill-batch-size 1024 --epochs 1
 
 distill-table: distill-train
-	$(PY) -m psp_hf.distill.table --make-untrained $(DISTILL)/m-untrained --untrained-like $(DISTILL)/m-distill \
+	$(PY) bench/distill_table.py --make-untrained $(DISTILL)/m-untrained --untrained-like $(DISTILL)/m-distill \
 		--pairs $(DISTILL)/m-pairs --distill $(DISTILL)/m-distill --combined $(DISTILL)/m-combined \
 		$(if $(wildcard $(DISTILL)/m2v),--model2vec $(DISTILL)/m2v) --threads $(DISTILL_THREADS) --json $(DISTILL)/table.json
 

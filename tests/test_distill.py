@@ -1,4 +1,4 @@
-"""Unit tests of psp_hf.distill on tiny inputs: pool building, teacher cache, initialisation, weights, mining."""
+"""Unit tests of distillation on tiny inputs: pool building, teacher cache, initialisation, weights, mining."""
 
 from __future__ import annotations
 
@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf.data.mined_pairs import (
-    mine_pairs,
-    nearest_neighbours_clustered,
-    nearest_neighbours_exact,
-    trigram_overlap,
-    write_pairs,
-)
+from psp_hf.data.filters import trigram_overlap
+from psp_hf.data.mined_pairs import mine_pairs, nearest_neighbours_clustered, nearest_neighbours_exact, write_pairs
 from psp_hf.data.pool import (
     CleaningRules,
     CorpusSource,
@@ -281,10 +276,14 @@ def test_sif_weights_and_weighted_model_round_trip(tiny_tokenizer, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- mining
-def test_trigram_overlap():
+def test_mining_uses_the_trigram_overlap_of_psp_prepare():
+    import psp_hf.data.mined_pairs as mined_pairs
+
+    assert mined_pairs.trigram_overlap is trigram_overlap
     assert trigram_overlap("a man plays the guitar", "a man plays the guitar") == 1.0
     assert trigram_overlap("a man plays the guitar", "someone strums an instrument") == 0.0
-    assert 0 < trigram_overlap("a man plays the guitar", "a man plays a violin") < 1
+    # 3 trigrams a side; only (a, man, plays) is shared.
+    assert trigram_overlap("a man plays the guitar", "a man plays a violin") == pytest.approx(1 / 3)
 
 
 def test_clustered_search_agrees_with_exact_search():

@@ -28,13 +28,26 @@ from psp_hf.errors import PSPInputError
 
 
 def test_trigram_overlap_counts_shared_trigrams_over_the_shorter_side():
-    # shorter side "a b c d": trigrams (a b c), (b c d); only (a b c) occurs in the longer side
+    """ParaNMT's definition, pinned on hand-computed pairs: shared word trigrams / trigrams of the shorter side."""
+    # shorter side "a b c d": trigrams (a b c), (b c d); only (a b c) occurs in "a b c e f" -> 1/2
     assert trigram_overlap("a b c d", "a b c e f") == pytest.approx(0.5)
-    assert trigram_overlap("The cat sat on the mat", "the CAT sat on the mat") == 1.0
-    assert trigram_overlap("two words", "two words and more") == 0.0  # fewer than 3 tokens: no trigrams
+    assert trigram_overlap("a b c e f", "a b c d") == pytest.approx(0.5)  # symmetric
+    # "shorter" = fewer trigrams: 1 trigram (a b c) against 6; it is shared -> 1
+    assert trigram_overlap("a b c", "a b c d e f g h") == 1.0
+    # occurrences count: (x y z) twice among the 4 trigrams of the shorter side, both present -> 2/4
+    assert trigram_overlap("x y z x y z", "x y z w v u t") == pytest.approx(0.5)
+    # 5 tokens each -> 3 trigrams each; only (a man plays) shared -> 1/3
+    assert trigram_overlap("a man plays the guitar", "a man plays a violin") == pytest.approx(1 / 3)
+    assert trigram_overlap("The cat sat on the mat", "the CAT sat on the mat") == 1.0  # case-insensitive
     assert trigram_overlap("x y z", "p q r") == 0.0
-    # punctuation is its own token: "dog." differs from "dog" but "dog ." shares trigrams
+    assert trigram_overlap("x y z", "w x y z") == 1.0  # three tokens: one trigram
+    # punctuation is its own token: "dog." is "dog", "." so both sides read a / big / dog / .
     assert trigram_overlap("a big dog.", "a big dog .") == 1.0
+    # Fewer than 3 tokens on a side: no trigrams, the ratio is undefined, the overlap is 0.0 (even for equal
+    # sides); the length filter (5+ tokens by default) is what removes such pairs.
+    assert trigram_overlap("two words", "two words and more") == 0.0
+    assert trigram_overlap("two words", "two words") == 0.0
+    assert trigram_overlap("", "") == 0.0
 
 
 def test_word_tokens_match_the_regex_definition():

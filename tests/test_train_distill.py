@@ -326,68 +326,6 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- table
-def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
-    from psp_hf.data_folder import data_dir
-    from psp_hf.distill.table import main
-
-    if not (data_dir() / "sts" / "stsbenchmark" / "test.tsv").is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"real data missing at {data_dir()} (set PSP_DATA)")
-        pytest.skip("evaluation data not found; set PSP_DATA")
-    from transformers import PreTrainedTokenizerFast
-
-    from psp_hf import PSPEncoder
-
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(toy["tokenizer"])
-    untrained = PSPEncoder.from_tokenizer(tokenizer, hidden_size=8, seed=0).save_pretrained(tmp_path / "untrained")
-    distilled = tmp_path / "distilled"
-    Trainer(args(toy, distilled, epochs=1)).train()
-    output = tmp_path / "table.json"
-    code = main(
-        [
-            "--untrained",
-            str(untrained),
-            "--distill",
-            str(distilled),
-            "--no-teacher",
-            "--speed-sentences",
-            "500",
-            "--json",
-            str(output),
-        ]
-    )
-    assert code == 0
-    table = json.loads(output.read_text())
-    assert [row["row"] for row in table["rows"]] == ["untrained", "distill"]
-    assert {entry["row"] for entry in table["skipped"]} == {"pairs", "combined", "teacher", "model2vec"}
-    for row in table["rows"]:
-        assert -100 <= row["sts12-16"] <= 100 and set(row["years"]) == {"sts12", "sts13", "sts14", "sts15", "sts16"}
-        assert row["sentences_per_s"] > 0
-    assert table["rows"][1]["train_seconds"] is not None and "train_seconds" not in table["rows"][0]
-    printed = capsys.readouterr().out
-    assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
-    assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2
-    # --make-untrained: a random table with the vocabulary and dimension of another model.
-    assert (
-        main(
-            [
-                "--make-untrained",
-                str(tmp_path / "random"),
-                "--untrained-like",
-                str(distilled),
-                "--no-teacher",
-                "--speed-sentences",
-                "0",
-            ]
-        )
-        == 0
-    )
-    random_model = PSPEncoder.from_pretrained(tmp_path / "random")
-    trained = PSPEncoder.from_pretrained(distilled)
-    assert random_model.dim == trained.dim and len(random_model.tokenizer) == len(trained.tokenizer)
-    assert not torch.equal(random_model.model.embeddings.weight, trained.model.embeddings.weight)
-
-
 def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
     import psp_hf.data.teacher_labels as teacher_module
     from psp_hf.initialization import teacher_table
@@ -469,36 +407,3 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
     assert ranks[0]["seen"] == ranks[1]["seen"] == 2 * (passes * shard + min(rest * 32, shard))
     assert torch.equal(ranks[0]["weights"], ranks[1]["weights"])
     assert torch.equal(ranks[0]["projection"], ranks[1]["projection"])
-
-
-def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
-    import psp_hf.data.teacher_labels as teacher_module
-    from psp_hf.distill.table import training_times
-    from psp_hf.training.distill import TeacherPool
-
-    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
-    # A cache far from its pool: the report must come from the copy the labelling command leaves in the cache.
-    cache = tmp_path / "elsewhere" / "cache"
-    pool = toy["cache"].parent / "pool"
-    assert teacher_module.main(["--corpus", str(pool), "--cache", str(cache), "--teacher", "bow"]) == 0
-    meta = json.loads((cache / "meta.json").read_text())
-    assert meta["corpus"] == str(pool.resolve()) and meta["label_seconds"] >= 0
-    assert json.loads((cache / "corpus-report.json").read_text())["sources"]["toy-text"]["license"] == "CC0"
-    info = TeacherPool(cache).text_info()
-    assert info["teacher"] == "bow" and info["pool_sentences"] == len(toy["sentences"])
-    assert info["training_text"].startswith(f"{len(toy['sentences']):,} unlabelled English sentences: toy-text")
-    # The table finds the labelling time through a trained model's args.json.
-    model = tmp_path / "model"
-    (model / "training").mkdir(parents=True)
-    (model / "training" / "args.json").write_text(json.dumps({"teacher_cache": str(cache)}))
-    assert training_times(model) == {"label_seconds": meta["label_seconds"]}
-
-
-def test_model2vec_helper_names_the_missing_extra(monkeypatch, tmp_path):
-    import sys
-
-    from psp_hf.distill.table import make_model2vec
-
-    monkeypatch.setitem(sys.modules, "model2vec.distill", None)  # as if the extra were not installed
-    with pytest.raises(PSPInputError, match=r"model2vec\[distill\]"):
-        make_model2vec(tmp_path / "m2v")

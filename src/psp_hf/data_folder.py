@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,31 +34,36 @@ def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 def iter_tsv(path: str | os.PathLike) -> Iterator[list[str]]:
-    """Rows of a headed TSV file of the shared data (split on tabs, header skipped)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        next(handle, None)
-        for line in handle:
-            yield line.rstrip("\n").split("\t")
+    """Rows of a headed TSV file (header skipped): `psp_hf.io.iter_tsv(path, header=True)` without line numbers.
+
+    Kept for older callers; new code calls `psp_hf.io.iter_tsv`, whose rows carry their line numbers.
+    """
+    from .io import iter_tsv as numbered_rows
+
+    for _, fields in numbered_rows(path, header=True):
+        yield fields
 
 
 def sts_sentences(root: str | os.PathLike | None = None) -> list[str]:
     """Every sentence of STS 2012–2016 (both sides, file order)."""
     sentences: list[str] = []
+    from .io import iter_tsv as numbered_rows
+
     for year in ("STS12", "STS13", "STS14", "STS15", "STS16"):
         for path in sorted((data_dir(root) / "sts" / "en" / year).glob("*.tsv")):
-            for row in iter_tsv(path):
+            for _, row in numbered_rows(path, header=True):
                 sentences += [row[1], row[2]]
     return sentences
 
 
 def english_training_text(root: str | os.PathLike | None = None) -> Iterator[str]:
     """English non-evaluation text: Flickr30k caption pairs (train) and the WMT news English sides."""
+    from .io import iter_tsv as numbered_rows
+
     base = data_dir(root)
-    for row in iter_tsv(base / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"):
+    for _, row in numbered_rows(base / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz", header=True):
         yield row[1]
         yield row[2]
     for path in sorted((base / "bitext" / "wmt-news").glob("*-en.tsv.gz")):
-        for row in iter_tsv(path):
+        for _, row in numbered_rows(path, header=True):
             yield row[2]

@@ -1,8 +1,13 @@
-"""`psp prepare paraphrases|bitext`: the data recipes from the command line.
+"""`psp prepare`: training data from the command line, the papers' recipes and the distillation pool.
 
 psp prepare paraphrases para-nmt-50m.txt --out data/paranmt --push-to-hub org/paranmt
 psp prepare paraphrases train.pairs.tsv.gz --no-score-filter --out data/flickr-pairs
 psp prepare bitext --lang de de-en.tsv.gz --out data/bitext-de
+psp prepare pool --out POOL                          # unlabelled English text, evaluation sentences removed
+psp prepare label --corpus POOL --cache CACHE        # teacher embeddings of the pool (resumable)
+psp prepare mine-pairs --cache CACHE --out pairs.tsv # paraphrase pairs mined with the teacher
+
+Every argument and output is checked before the work starts; a bad one is one `psp: error: ...` line.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from ..errors import PSPInputError
 
@@ -43,7 +49,10 @@ def _languages(value: str) -> list[str]:
 
 
 def _positive(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return number
@@ -124,8 +133,18 @@ def _add_candidates(parser) -> None:
     )
 
 
+def _fraction(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not -1.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between -1 and 1, got {value}")
+    return number
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `psp prepare` (sub-subcommands `paraphrases` and `bitext`)."""
+    """Arguments of `psp prepare` (sub-subcommands `paraphrases`, `bitext`, `pool`, `label`, `mine-pairs`)."""
     sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     para = sub.add_parser(
@@ -174,6 +193,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_candidates(bitext)
     _add_length(bitext, 3, 100)
     _add_output(bitext)
+    _add_distillation(sub)
+
+
+def _add_distillation(sub) -> None:
+    pool = sub.add_parser(
+        "pool",
+        help="build the unlabelled English pool for distillation",
+        description="Gather, clean and dedupe English text of the data folder and of installed registry "
+        "packages (make registry-text), with every evaluation sentence removed; writes sentences.parquet, "
+        "sentences.txt and report.json into --out and prints the report.",
+    )
+    pool.add_argument("--out", required=True, help="output folder (files replaced atomically)")
+    pool.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
+    pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
+
+    label = sub.add_parser(
+        "label",
+        help="embed the pool with a teacher (resumable)",
+        description="Embed every pool sentence not yet in --cache with a sentence-transformers teacher; a killed "
+        "run continues from its last complete chunk.",
+    )
+    label.add_argument("--corpus", required=True, help="pool folder, parquet or txt from `psp prepare pool`")
+    label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
+    label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
+    label.add_argument(
+        "--threads", type=_positive, default=1, help="torch CPU threads (default 1: the machine is shared)"
+    )
+    label.add_argument("--chunk-size", type=_positive, default=8192, help="sentences per cache chunk")
+    label.add_argument("--batch-size", type=_positive, default=64, help="sentences per teacher batch")
+    label.add_argument("--device", default="cpu")
+    label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
+
+    mine = sub.add_parser(
+        "mine-pairs",
+        help="mine paraphrase pairs from a teacher cache",
+        description="Pair each pool sentence with its nearest teacher neighbour (cosine >= --threshold), drop "
+        "near-copies (trigram overlap >= --max-trigram-overlap), write a sentence1/sentence2/score TSV.",
+    )
+    mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
+    mine.add_argument("--out", required=True, help="pairs TSV to write (atomically)")
+    mine.add_argument("--threshold", type=_fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
+    mine.add_argument(
+        "--max-trigram-overlap",
+        type=_fraction,
+        default=0.5,
+        help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
+    )
+    mine.add_argument("--nprobe", type=_positive, default=2, help="clusters searched per sentence in large pools")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -191,8 +258,67 @@ def _command(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
+def _run_pool(args: argparse.Namespace) -> int:
+    import json
+
+    from .checks import check_output_folder
+    from .pool import build_pool
+
+    check_output_folder(Path(args.out), overwrite=True)
+    result = build_pool(args.out, args.data, registry=not args.no_registry)
+    print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _run_label(args: argparse.Namespace) -> int:
+    from .checks import check_output_folder
+    from .teacher_labels import label_pool
+
+    corpus = Path(args.corpus)
+    pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
+    if not pool_file.is_file():
+        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
+    check_output_folder(Path(args.cache), overwrite=True, flag="--cache")
+    count, total, seconds = label_pool(
+        corpus,
+        args.cache,
+        teacher=args.teacher,
+        threads=args.threads,
+        chunk_size=args.chunk_size,
+        batch_size=args.batch_size,
+        device=args.device,
+        progress=True if args.progress else None,
+    )
+    print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
+    return 0
+
+
+def _run_mine_pairs(args: argparse.Namespace) -> int:
+    from .checks import check_output_file
+    from .mined_pairs import mine_cache
+    from .teacher_labels import CHUNK_GLOB
+
+    cache = Path(args.cache)
+    if not cache.is_dir() or not any(cache.glob(CHUNK_GLOB)):
+        raise PSPInputError(f"--cache {cache}: no teacher labels there (make them with `psp prepare label`)")
+    check_output_file(args.out)
+    mined, total = mine_cache(
+        cache, args.out, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
+    )
+    print(
+        f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
+        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.out}"
+    )
+    return 0
+
+
+_DISTILLATION = {"pool": _run_pool, "label": _run_label, "mine-pairs": _run_mine_pairs}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run `psp prepare`; prints a summary of the counts on stderr."""
+    """Run `psp prepare`; the recipes print a summary of the counts on stderr."""
+    if args.kind in _DISTILLATION:
+        return _DISTILLATION[args.kind](args)
     from .prepare import prepare_bitext, prepare_paraphrases
 
     if args.out is None and args.push_to_hub is None:

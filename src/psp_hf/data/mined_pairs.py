@@ -1,19 +1,19 @@
 """Teacher-mined paraphrase pairs: nearest neighbours by teacher cosine within the unlabeled pool.
 
 Each sentence is paired with its nearest other sentence when their teacher cosine reaches `threshold`; pairs
-that are near-copies (word-trigram overlap at or above `max_trigram_overlap`, as ParaNMT filtered its pairs)
-are dropped (`filters.trigram_overlap`, the one definition `psp prepare` uses too), and each unordered pair is
-kept once. Small pools are searched exactly with blocked matrix
-products; large ones through a coarse k-means index (each sentence is compared with the members of its
-`nprobe` nearest clusters), which costs about `N * nprobe * N / nlist` dot products instead of `N * N`.
+that are near-copies (`filters.trigram_overlap`, ParaNMT's measure that `psp prepare` uses too, at or above
+`max_trigram_overlap`, or equal `pool.normalize_key`) are dropped, and each unordered pair is kept once. Pool
+sentences have at least three words (`pool.CleaningRules`), so every one has a trigram to compare. Small
+pools are searched exactly with blocked matrix products; large ones through a coarse k-means index (each
+sentence is compared with the members of its `nprobe` nearest clusters), which costs about
+`N * nprobe * N / nlist` dot products instead of `N * N`.
 
-The output (`write_pairs`) is a TSV with the header ``sentence1  sentence2  score`` that the training loop
-reads as paraphrase pairs.
+Run: ``psp prepare mine-pairs --cache CACHE --out PAIRS.tsv`` (`mine_cache`). The output (`write_pairs`) is a
+TSV with the header ``sentence1  sentence2  score`` that the training loop reads as paraphrase pairs.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,32 +153,22 @@ def write_pairs(pairs: list[tuple[str, str, float]], path: str | os.PathLike) ->
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Mine pairs from a teacher cache and write them as TSV."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.mined_pairs", description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", required=True, help="teacher cache folder (psp_hf.data.teacher_labels)")
-    parser.add_argument("--out", required=True, help="pairs TSV to write")
-    parser.add_argument("--threshold", type=float, default=0.8)
-    parser.add_argument("--max-trigram-overlap", type=float, default=0.5)
-    parser.add_argument("--nprobe", type=int, default=2)
-    args = parser.parse_args(argv)
+def mine_cache(
+    cache: str | os.PathLike,
+    out: str | os.PathLike,
+    threshold: float = 0.8,
+    max_trigram_overlap: float = 0.5,
+    nprobe: int = 2,
+) -> tuple[MinedPairs, int]:
+    """Mine pairs from a teacher cache (`teacher_labels.TeacherCache`) and write them to `out` as TSV.
+
+    Returns the mined pairs and the number of sentences searched.
+    """
     from .teacher_labels import TeacherCache
 
-    sentences, embeddings = TeacherCache(args.cache).load()
+    sentences, embeddings = TeacherCache(cache).load()
     mined = mine_pairs(
-        sentences,
-        embeddings,
-        threshold=args.threshold,
-        max_trigram_overlap=args.max_trigram_overlap,
-        nprobe=args.nprobe,
+        sentences, embeddings, threshold=threshold, max_trigram_overlap=max_trigram_overlap, nprobe=nprobe
     )
-    write_pairs(mined.pairs, args.out)
-    print(
-        f"{len(mined.pairs)} pairs from {len(sentences)} sentences (below threshold {mined.below_threshold}, "
-        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.out}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    write_pairs(mined.pairs, out)
+    return mined, len(sentences)

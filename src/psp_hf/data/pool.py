@@ -6,13 +6,12 @@ any evaluation set (STS 2012–2017 incl. the 2012 training sets, STS-B, SICK, S
 the pool. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
 also matches the tokenized, lower-cased SentEval copies against raw text.
 
-Run: ``python -m psp_hf.data.pool --out /work/cache/distill/corpus`` writes ``sentences.parquet``
-(columns ``sentence``, ``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source).
+Run: ``psp prepare pool --out POOL`` (`build_pool`) writes ``sentences.parquet`` (columns ``sentence``,
+``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source).
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -23,8 +22,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data_folder import data_dir, iter_tsv
-from ..io import atomic_path
+from ..data_folder import data_dir, existing_data_dir
+from ..errors import PSPInputError
+from ..io import atomic_path, iter_tsv
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS12-train")
 
@@ -36,11 +36,14 @@ def normalize_key(sentence: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- evaluation sets
-def _tsv_columns(path: Path, columns: Iterable[int]) -> Iterator[str]:
-    for row in iter_tsv(path):
+def _tsv_columns(path: Path, columns: tuple[int, ...]) -> Iterator[str]:
+    """The given 0-based columns of a headed TSV file; a row without them is an error naming file:line."""
+    needed = max(columns) + 1
+    for number, row in iter_tsv(path, header=True):
+        if len(row) < needed:
+            raise PSPInputError(f"{path}:{number}: expected at least {needed} tab-separated fields, got {len(row)}")
         for column in columns:
-            if column < len(row):
-                yield row[column]
+            yield row[column]
 
 
 def evaluation_sentences(root: str | Path | None = None) -> dict[str, list[str]]:
@@ -322,18 +325,9 @@ def default_sources(root: str | Path | None = None, registry: bool = True) -> li
     return sources
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Build the pool from the default sources and write it."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.pool", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
-    parser.add_argument("--no-registry", action="store_true", help="only the shared data folder")
-    args = parser.parse_args(argv)
-    result = build_corpus(default_sources(args.data, registry=not args.no_registry), evaluation_sentences(args.data))
-    write_corpus(result, args.out)
-    print(json.dumps(result.report, indent=2, ensure_ascii=False))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def build_pool(out: str | Path, data: str | Path | None = None, registry: bool = True) -> CorpusResult:
+    """Build the pool from the default sources, every evaluation sentence removed, and write it into `out`."""
+    root = existing_data_dir(data)
+    result = build_corpus(default_sources(root, registry=registry), evaluation_sentences(root))
+    write_corpus(result, out)
+    return result

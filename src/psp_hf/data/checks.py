@@ -1,0 +1,55 @@
+"""Checks of `psp prepare`'s inputs and outputs, made before any work starts; each failure is one error line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import PSPInputError
+
+
+def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+    """The input paths, each of which must be a readable file."""
+    if not inputs:
+        raise PSPInputError("no input files given")
+    paths = [Path(p) for p in inputs]
+    for path in paths:
+        if path.is_dir():
+            raise PSPInputError(f"{path}: is a folder, not a file of pairs")
+        if not path.is_file():
+            raise PSPInputError(f"{path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise PSPInputError(f"{path}: not readable (permission denied)")
+    return paths
+
+
+def check_output_folder(out: Path, overwrite: bool, flag: str = "--out") -> None:
+    """`out` can become a folder: not a file, not there yet unless `overwrite`, and its parent writable."""
+    if out.exists() and not out.is_dir():
+        raise PSPInputError(f"{flag} {out}: exists and is not a folder")
+    if out.exists() and not overwrite:
+        raise PSPInputError(f"{flag} {out}: already exists; pass --overwrite to replace it")
+    check_writable_parent(out, flag)
+
+
+def check_writable_parent(path: Path, flag: str) -> None:
+    """The nearest existing ancestor of `path` is a writable folder (the rest is created)."""
+    parent = Path(os.path.abspath(path)).parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PSPInputError(f"{flag} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PSPInputError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+
+
+def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """`path` can become a file: not a folder, and its folder writable (created when missing)."""
+    path = Path(path)
+    if path.is_dir():
+        raise PSPInputError(f"{flag} {path}: is a folder; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PSPInputError(f"{flag} {path}: not writable (permission denied)")
+    check_writable_parent(path, flag)
+    return path

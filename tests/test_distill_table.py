@@ -1,0 +1,198 @@
+"""The distillation commands of `psp prepare` (pool, label, mine-pairs) and the comparison table (bench/)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from psp_hf.cli import main as psp
+from psp_hf.data.teacher_labels import TeacherCache
+from psp_hf.errors import PSPInputError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORD_LIST = (
+    "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
+    "river snow water ball bike car guitar book red blue green big small old young happy"
+)
+WORDS = WORD_LIST.split()
+TEACHER_DIM = 12
+
+
+def distill_table():
+    """bench/distill_table.py as a module (it is a script, not part of the package)."""
+    name = "distill_table"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "distill_table.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the file runs
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+class BagOfWordsTeacher:
+    """A deterministic 'teacher': the normalised sum of one fixed random vector per word."""
+
+    def encode(self, sentences, **kwargs) -> np.ndarray:
+        def word(w: str) -> np.ndarray:
+            return np.random.default_rng(zlib.crc32(w.encode())).standard_normal(TEACHER_DIM)
+
+        out = np.stack([sum(word(w) for w in s.split()) + 1e-3 for s in sentences])
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> dict:
+    """A pool with its report, a labelled teacher cache and a tokenizer."""
+    from psp_hf.data.pool import CorpusSource, build_corpus, write_corpus
+    from psp_hf.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("toy")
+    rng = random.Random(0)
+    sentences = list(dict.fromkeys(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 7))) for _ in range(400)))
+    corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {}, shuffle_seed=None)
+    write_corpus(corpus, root / "pool")
+    cache = root / "cache"
+    TeacherCache(cache).label(corpus.sentences, BagOfWordsTeacher(), name="bag-of-words", chunk_size=128)
+    tokenizer = root / "tokenizer"
+    train_tokenizer(sentences * 2, vocab_size=80, output_dir=tokenizer)
+    return {"pool": root / "pool", "cache": cache, "tokenizer": tokenizer, "sentences": corpus.sentences}
+
+
+# ----------------------------------------------------------------------------------------------- psp prepare
+def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
+    import psp_hf.data.teacher_labels as teacher_module
+    from psp_hf.training.distill import TeacherPool
+
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
+    # A cache far from its pool: the report must come from the copy the labelling command leaves in the cache.
+    cache = tmp_path / "elsewhere" / "cache"
+    pool = toy["pool"]
+    assert psp(["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", "bow"]) == 0
+    meta = json.loads((cache / "meta.json").read_text())
+    assert meta["corpus"] == str(pool.resolve()) and meta["label_seconds"] >= 0
+    assert json.loads((cache / "corpus-report.json").read_text())["sources"]["toy-text"]["license"] == "CC0"
+    info = TeacherPool(cache).text_info()
+    assert info["teacher"] == "bow" and info["pool_sentences"] == len(toy["sentences"])
+    assert info["training_text"].startswith(f"{len(toy['sentences']):,} unlabelled English sentences: toy-text")
+    # The table finds the labelling time through a trained model's args.json.
+    model = tmp_path / "model"
+    (model / "training").mkdir(parents=True)
+    (model / "training" / "args.json").write_text(json.dumps({"teacher_cache": str(cache)}))
+    assert distill_table().training_times(model) == {"label_seconds": meta["label_seconds"]}
+
+
+def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
+    out = tmp_path / "pairs.tsv"
+    assert psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", str(out), "--threshold", "0.5"]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "sentence1\tsentence2\tscore" and len(lines) > 1
+    pool = set(toy["sentences"])
+    for line in lines[1:]:
+        first, second, score = line.split("\t")
+        assert first in pool and second in pool and first != second and float(score) >= 0.5
+    assert f"{len(lines) - 1} pairs from {len(toy['sentences'])} sentences" in capsys.readouterr().out
+
+
+def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x\n")
+    cases = [
+        (["pool", "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        (["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")], "no pool there"),
+        (["label", "--corpus", str(toy["pool"]), "--cache", str(a_file)], "exists and is not a folder"),
+        (["mine-pairs", "--cache", str(tmp_path), "--out", str(tmp_path / "p.tsv")], "no teacher labels there"),
+        (["mine-pairs", "--cache", str(toy["cache"]), "--out", str(tmp_path)], "is a folder; give a file name"),
+    ]
+    for argv, message in cases:
+        assert psp(["prepare", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("psp: error: ") and message in err and err.count("\n") == 1, err
+    assert a_file.read_text() == "x\n"
+    with pytest.raises(SystemExit):  # argparse: a threshold outside [-1, 1]
+        psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", "p.tsv", "--threshold", "2"])
+
+
+def test_pool_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, monkeypatch):
+    import psp_hf.data.checks as checks
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    # A permission check, not chmod: tests may run as root, who may write anywhere.
+    real_access = os.access
+    monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    assert psp(["prepare", "pool", "--out", str(locked / "pool"), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"psp: error: --out {locked / 'pool'}: cannot write in {locked} (permission denied)\n"
+    assert list(locked.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------------------- the table
+def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
+    from psp_hf.data_folder import data_dir
+
+    if not (data_dir() / "sts" / "stsbenchmark" / "test.tsv").is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"real data missing at {data_dir()} (set PSP_DATA)")
+        pytest.skip("evaluation data not found; set PSP_DATA")
+    from transformers import PreTrainedTokenizerFast
+
+    from psp_hf import PSPEncoder
+
+    main = distill_table().main
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(toy["tokenizer"])
+    untrained = tmp_path / "untrained"
+    PSPEncoder.from_tokenizer(tokenizer, hidden_size=8, seed=0).save_pretrained(untrained)
+    distilled = tmp_path / "distilled"
+    # Distillation only, through the command line (the table reads the training time `psp train` records).
+    trained = psp(
+        ["train", "--teacher-cache", str(toy["cache"]), "--distill-weight", "1", "--output-dir", str(distilled),
+         "--tokenizer", str(toy["tokenizer"]), "--dim", "8", "--distill-batch-size", "32", "--batch-size", "16",
+         "--megabatch-size", "2", "--megabatch-anneal", "0", "--lr", "0.05", "--dev", "none", "--keep", "last",
+         "--threads", "1", "--quiet", "--save-every", "0", "--epochs", "1"]
+    )  # fmt: skip
+    assert trained == 0
+    output = tmp_path / "table.json"
+    code = main(
+        ["--untrained", str(untrained), "--distill", str(distilled), "--no-teacher", "--speed-sentences", "500",
+         "--json", str(output)]
+    )  # fmt: skip
+    assert code == 0
+    table = json.loads(output.read_text())
+    assert [row["row"] for row in table["rows"]] == ["untrained", "distill"]
+    assert {entry["row"] for entry in table["skipped"]} == {"pairs", "combined", "teacher", "model2vec"}
+    for row in table["rows"]:
+        assert -100 <= row["sts12-16"] <= 100 and set(row["years"]) == {"sts12", "sts13", "sts14", "sts15", "sts16"}
+        assert row["sentences_per_s"] > 0
+    assert table["rows"][1]["train_seconds"] is not None and "train_seconds" not in table["rows"][0]
+    printed = capsys.readouterr().out
+    assert "| distillation only (`distilled`) |" in printed and "Skipped: teacher (no model given)." in printed
+    assert main(["--pairs", str(tmp_path / "missing"), "--no-teacher"]) == 2
+    # --json naming a folder fails before any model is evaluated.
+    assert main(["--distill", str(distilled), "--no-teacher", "--json", str(tmp_path)]) == 2
+    assert "--json" in capsys.readouterr().err
+    # --make-untrained: a random table with the vocabulary and dimension of another model.
+    code = main(
+        ["--make-untrained", str(tmp_path / "random"), "--untrained-like", str(distilled), "--no-teacher",
+         "--speed-sentences", "0"]
+    )  # fmt: skip
+    assert code == 0
+    random_model = PSPEncoder.from_pretrained(tmp_path / "random")
+    trained_model = PSPEncoder.from_pretrained(distilled)
+    assert random_model.dim == trained_model.dim and len(random_model.tokenizer) == len(trained_model.tokenizer)
+    assert not torch.equal(random_model.model.embeddings.weight, trained_model.model.embeddings.weight)
+
+
+def test_model2vec_helper_names_the_missing_extra(monkeypatch, tmp_path):
+    make_model2vec = distill_table().make_model2vec
+    monkeypatch.setitem(sys.modules, "model2vec.distill", None)  # as if the extra were not installed
+    with pytest.raises(PSPInputError, match=r"model2vec\[distill\]"):
+        make_model2vec(tmp_path / "m2v")
