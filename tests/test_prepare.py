@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -481,3 +483,85 @@ def test_memory_does_not_grow_with_the_input(tmp_path):
     growth = peak(large) - peak(small)
     # 9,000 more pairs (~1.6 MB as Python strings): only the duplicate filter's hashes (8 bytes a pair) may grow.
     assert growth < 500_000, growth
+
+
+# ------------------------------------------------------------------------------------------------ bad input (CLI)
+
+
+def _truncated_gz(path, lines: int = 3000):
+    import random
+
+    rng = random.Random(0)
+    # Random words compress poorly, so half of the file holds only part of the lines.
+    text = "".join(
+        " ".join(f"w{rng.randrange(10**6)}" for _ in range(6)) + "\t" + " ".join(f"v{rng.randrange(10**6)}"
+        for _ in range(6)) + "\t0.9\n"
+        for _ in range(lines)
+    )  # fmt: skip
+    data = gzip.compress(text.encode())
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+BAD_ROWS = {
+    # name: (file contents, the message after FILE:LINE:)
+    "short row": (b"a b c d e\tf g h i j\t0.9\nonly one field\nk l m n o\tp q r s t\t0.9\n", "2: expected 3 tab"),
+    "extra column": (b"a b c d e\tf g h i j\t0.9\nk l m n o\tp q r s t\t0.9\tx\n", "2: expected 3 tab"),
+    "invalid UTF-8": (b"a b c d e\tf g h i j\t0.9\nk l \xff n o\tp q r s t\t0.9\n", "2: not valid UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", [*BAD_ROWS, "truncated .gz"])
+def test_cli_prepare_bad_rows_give_one_error_line_or_a_count(tmp_path, capsys, name):
+    from psp_hf.cli import main
+
+    if name == "truncated .gz":
+        bad = _truncated_gz(tmp_path / "bad.tsv.gz")
+    else:
+        bad = _write(tmp_path / "bad.tsv", BAD_ROWS[name][0])
+    argv = ["prepare", "paraphrases", str(bad), "--no-tokenizer", "--no-langid", "-q"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"psp: error: {bad}:") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == [bad.name]
+    if name == "truncated .gz":
+        line = int(re.match(rf"psp: error: {re.escape(str(bad))}:(\d+): cannot read further", err).group(1))
+        assert 1 < line < 3000
+        expected_pairs = line - 1
+    else:
+        assert f"{bad}:{BAD_ROWS[name][1]}" in err
+        expected_pairs = len(BAD_ROWS[name][0].splitlines()) - 1
+    # --skip-bad-lines: the run goes on and the report counts the bad line.
+    assert main([*argv, "--out", str(tmp_path / "out"), "--skip-bad-lines", "--no-overlap-filter"]) == 0
+    report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
+    assert report["bad_lines"]["count"] == 1 and report["bad_lines"]["examples"][0].startswith(f"{bad}:")
+    assert report["pairs_in"] == expected_pairs
+
+
+def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsys, monkeypatch):
+    import psp_hf.data.checks as checks
+    from psp_hf.cli import main
+
+    good = _crafted_file(tmp_path)
+    a_file = _write(tmp_path / "file.txt", "keep me\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    # A permission check, not chmod: tests may run as root, who may write anywhere.
+    monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    cases = [
+        ([str(good), "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        ([str(good), "--out", str(locked / "out")], f"cannot write in {locked} (permission denied)"),
+        ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
+        ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),
+        ([str(good)], "give --out DIR, --push-to-hub REPO, or both"),
+    ]
+    for argv, message in cases:
+        assert main(["prepare", "paraphrases", *argv, "--no-tokenizer", "-q"]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("psp: error: ") and message in err and err.count("\n") == 1, err
+    assert a_file.read_text() == "keep me\n" and list(locked.iterdir()) == []
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):  # argparse names the argument: --batch-size 0
+        main(["prepare", "paraphrases", str(good), "--out", str(tmp_path / "o"), "--batch-size", "0"])
+    assert "--batch-size: expected a positive number, got 0" in capsys.readouterr().err
