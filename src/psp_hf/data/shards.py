@@ -1,6 +1,11 @@
 """Writing prepared pairs as parquet shards, optionally in an exact random order, with bounded memory.
 
-Shuffling without holding the data: each incoming row goes to one of `num_shards` temporary buckets
+Every shard is written by `datasets`' own parquet writer (the one behind `Dataset.to_parquet` and
+`push_to_hub`), so the files carry the dataset's features in their metadata and use content-defined chunks
+that the Hub's storage deduplicates. What `datasets` does not offer is an exact shuffle of a stream larger
+than memory; that part is here:
+
+each incoming row goes to one of `num_shards` temporary buckets
 chosen uniformly at random (Arrow IPC files on disk); at the end every bucket is read back alone,
 permuted, and written as one parquet shard. A random bucket followed by a random order inside the bucket
 is a uniformly random permutation of all rows, and memory peaks at one bucket.
@@ -15,6 +20,12 @@ import numpy as np
 
 SHARD_PATTERN = "train-*.parquet"
 ROW_GROUP_SIZE = 100_000
+
+
+def _parquet_writer(path: Path, schema):
+    from datasets.arrow_writer import ParquetWriter
+
+    return ParquetWriter(path=str(path), schema=schema, writer_batch_size=ROW_GROUP_SIZE)
 
 
 def shard_name(index: int, count: int) -> str:
@@ -57,7 +68,7 @@ class ShardWriter:
         self.rows_per_shard = rows_per_shard
         self.rows = 0
         self._parts: list[Path] = []
-        self._writer = None  # the open sequential parquet writer, or
+        self._writer = None  # the open sequential parquet writer (datasets.arrow_writer.ParquetWriter), or
         self._buckets: dict[int, object] = {}  # open IPC writers per bucket when shuffling
         self._rows_in_part = 0
 
@@ -94,31 +105,30 @@ class ShardWriter:
             writer.write_batch(batch.take(pa.array(rows)))
 
     def _write_sequential(self, batch) -> None:
-        import pyarrow.parquet as pq
+        import pyarrow as pa
 
         offset = 0
         while offset < batch.num_rows:
             if self._writer is None:
                 path = self.directory / f".part-{len(self._parts):05d}.parquet"
                 self._parts.append(path)
-                self._writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
+                self._writer = _parquet_writer(path, self.schema)
                 self._rows_in_part = 0
             take = min(batch.num_rows - offset, self.rows_per_shard - self._rows_in_part)
-            self._writer.write_batch(batch.slice(offset, take), row_group_size=ROW_GROUP_SIZE)
+            self._writer.write_table(pa.Table.from_batches([batch.slice(offset, take)]))
             self._rows_in_part += take
             offset += take
             if self._rows_in_part >= self.rows_per_shard:
-                self._writer.close()
+                self._writer.finalize()
                 self._writer = None
 
     # ------------------------------------------------------------------------------------------ finishing
     def close(self) -> list[Path]:
         """Finish every shard and return their paths (at least one, possibly empty, shard)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         if self._writer is not None:
-            self._writer.close()
+            self._writer.finalize()
             self._writer = None
         for writer in self._buckets.values():
             writer.close()
@@ -126,7 +136,7 @@ class ShardWriter:
         parts = sorted(self._parts)
         if not parts:
             empty = self.directory / ".part-00000.parquet"
-            pq.write_table(self.schema.empty_table(), str(empty), compression="zstd")
+            _parquet_writer(empty, self.schema).finalize()
             parts = [empty]
         shards = []
         for index, part in enumerate(parts):
@@ -135,7 +145,9 @@ class ShardWriter:
                 with pa.memory_map(str(part)) as source:
                     table = pa.ipc.open_stream(source).read_all()
                 table = table.take(pa.array(self.rng.permutation(table.num_rows)))
-                pq.write_table(table, str(final), compression="zstd", row_group_size=ROW_GROUP_SIZE)
+                writer = _parquet_writer(final, self.schema)
+                writer.write_table(table)
+                writer.finalize()
                 del table
                 part.unlink()
             else:
@@ -146,7 +158,7 @@ class ShardWriter:
     def abort(self) -> None:
         """Close open files after a failure (the caller removes the folder)."""
         if self._writer is not None:
-            self._writer.close()
+            self._writer.finalize()
             self._writer = None
         for writer in self._buckets.values():
             writer.close()
