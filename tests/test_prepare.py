@@ -565,3 +565,40 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     with pytest.raises(SystemExit):  # argparse names the argument: --batch-size 0
         main(["prepare", "paraphrases", str(good), "--out", str(tmp_path / "o"), "--batch-size", "0"])
     assert "--batch-size: expected a positive number, got 0" in capsys.readouterr().err
+
+
+def test_a_killed_run_leaves_the_old_folder_and_the_next_run_removes_its_staging(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from psp_hf.data.prepare import prepare_bitext
+
+    rows = "".join(f"satz nummer {i} ist hier\tsentence number {i} is here\n" for i in range(400_000))
+    source = _write(tmp_path / "de-en.tsv.gz", "de\ten\n" + rows)
+    out = tmp_path / "out"
+    prepare_bitext([source], "de", out, train_tokenizer=False, limit=10)
+    before = sorted(p.name for p in (out / "data").iterdir())
+    code = (
+        "import sys; from psp_hf.data.prepare import prepare_bitext; "
+        "prepare_bitext([sys.argv[1]], 'de', sys.argv[2], overwrite=True, train_tokenizer=False, batch_size=2000)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(source), str(out)])
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".out.tmp-*/data")) and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        assert child.poll() is None, "the run ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait()
+    stale = list(tmp_path.glob(".out.tmp-*"))
+    assert [p.name.split("-")[1] for p in stale] == [str(child.pid)]
+    assert sorted(p.name for p in (out / "data").iterdir()) == before  # the old folder is untouched
+    # A staging folder of a live process (this one) is someone's run in progress: left alone.
+    live = tmp_path / f".out.tmp-{os.getpid()}-x"
+    live.mkdir()
+    prepare_bitext([source], "de", out, overwrite=True, train_tokenizer=False, limit=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["de-en.tsv.gz", "out", live.name])
+    assert json.loads((out / "report" / "report.json").read_text())["pairs_in"] == 20

@@ -10,8 +10,9 @@ run and what to call the output columns; `run_recipe` does everything else, the 
 
 Arguments and the output folder are checked before any input is read past its header. The folder is built
 beside `out` and moved into place only when everything succeeded, so a failed run leaves an old folder as it
-was. Memory stays flat in the input size except for the duplicate filter's hashes (8 bytes per distinct pair
-kept) and, when shuffling, one shard's rows at the end.
+was; the staging folders of a killed run (named after its process id) are removed by the next run into the
+same `out`. Memory stays flat in the input size except for the duplicate filter's hashes (8 bytes per
+distinct pair kept) and, when shuffling, one shard's rows at the end.
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ def run_recipe(
 
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        remove_stale_staging(out)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     else:
         staging = Path(tempfile.mkdtemp(prefix="psp-prepare-"))
     keep_staging = False
@@ -274,10 +276,32 @@ def run_recipe(
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Remove the staging folders that killed runs left beside `out` (named after their process, now gone)."""
+    removed = []
+    for kind in ("tmp", "old"):
+        for folder in out.parent.glob(f".{out.name}.{kind}-*-*"):
+            pid = folder.name[len(f".{out.name}.{kind}-") :].split("-", 1)[0]
+            if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def _publish(staging: Path, out: Path) -> None:
     """Move the finished folder into place; an old `out` is replaced only now, after everything succeeded."""
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
         os.replace(out, old / "previous")
         os.replace(staging, out)
         shutil.rmtree(old, ignore_errors=True)
