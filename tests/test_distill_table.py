@@ -102,11 +102,20 @@ def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
     assert f"{len(lines) - 1} pairs from {len(toy['sentences'])} sentences" in capsys.readouterr().out
 
 
-def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys):
+def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys, monkeypatch):
+    import psp_hf.data.teacher_labels as teacher_module
+
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
     a_file = tmp_path / "file.txt"
     a_file.write_text("x\n")
+    labelled = len(TeacherCache(toy["cache"]).chunk_files())
     cases = [
         (["pool", "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),
+        (
+            ["label", "--corpus", str(toy["pool"]), "--cache", str(toy["cache"]), "--teacher", "other"],
+            "holds labels of teacher 'bag-of-words' (dim 12); refusing to mix in 'other'",
+        ),
         (["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")], "no pool there"),
         (["label", "--corpus", str(toy["pool"]), "--cache", str(a_file)], "exists and is not a folder"),
         (["mine-pairs", "--cache", str(tmp_path), "--out", str(tmp_path / "p.tsv")], "no teacher labels there"),
@@ -116,7 +125,8 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
         assert psp(["prepare", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("psp: error: ") and message in err and err.count("\n") == 1, err
-    assert a_file.read_text() == "x\n"
+    assert a_file.read_text() == "x\n" and not (tmp_path / "p").exists()
+    assert len(TeacherCache(toy["cache"]).chunk_files()) == labelled
     with pytest.raises(SystemExit):  # argparse: a threshold outside [-1, 1]
         psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", "p.tsv", "--threshold", "2"])
 

@@ -555,6 +555,7 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
         ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
         ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),
         ([str(good)], "give --out DIR, --push-to-hub REPO, or both"),
+        ([str(good), "--push-to-hub", "no//such repo"], "--push-to-hub 'no//such repo': not a valid repo id"),
     ]
     for argv, message in cases:
         assert main(["prepare", "paraphrases", *argv, "--no-tokenizer", "-q"]) == 2, argv

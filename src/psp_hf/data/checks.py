@@ -53,3 +53,13 @@ def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise PSPInputError(f"{flag} {path}: not writable (permission denied)")
     check_writable_parent(path, flag)
     return path
+
+
+def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> None:
+    """A Hub repo id of the form `name` or `namespace/name` (checked before the work, not at the upload)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise PSPInputError(f"{flag} {repo_id!r}: not a valid repo id: {str(error).splitlines()[0]}") from None

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from .checks import check_inputs, check_output_folder
+from .checks import check_inputs, check_output_folder, check_repo_id
 from .filters import DropDuplicates, FilterChain, FilterStep, Normalize, OverlapMaximum, PairBatch, ScoreRange
 from .readers import BadLines, PairLayout, PairReader
 from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, write_report
@@ -144,6 +144,8 @@ def run_recipe(
     out = None if out is None else Path(out)
     if out is not None:
         check_output_folder(out, overwrite)
+    if push_to_hub is not None:
+        check_repo_id(push_to_hub)
     bad_lines = BadLines()
     readers = [_LazyReader(path, recipe.layout, header, skip_bad_lines, bad_lines) for path in paths]
     if recipe.needs_score:

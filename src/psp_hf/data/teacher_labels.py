@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..errors import PSPInputError
 from ..io import atomic_path
 
 CHUNK_GLOB = "chunk-*.parquet"
@@ -55,7 +56,11 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
 
     default = name_or_path is None or os.fspath(name_or_path) == teacher_name(None)
     path = default_teacher_path() if default else name_or_path
-    return SentenceTransformer(os.fspath(path), device=device)
+    try:
+        return SentenceTransformer(os.fspath(path), device=device)
+    except OSError as error:
+        # Neither a model folder nor a Hub id that could be fetched (offline, typo).
+        raise PSPInputError(f"teacher {os.fspath(path)!r}: cannot load it: {str(error).splitlines()[0]}") from None
 
 
 def teacher_name(name_or_path: str | os.PathLike | None) -> str:
@@ -132,7 +137,7 @@ class TeacherCache:
         if meta is None:
             return
         if meta.get("teacher") != name or (dim is not None and meta.get("dim") != dim):
-            raise ValueError(
+            raise PSPInputError(
                 f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}); "
                 f"refusing to mix in {name!r} (dim {dim}): use another cache folder"
             )
