@@ -13,18 +13,16 @@ on a shared machine the CPU rate is the steadier one.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def data_file() -> Path:
-    root = Path(os.environ.get("PSP_DATA", REPO_ROOT.parent / "shared" / "data"))
-    path = root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
+    from psp_hf.data_folder import data_dir
+
+    path = data_dir() / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     if not path.is_file():
         sys.exit(f"bench/prepare.py: {path} not found (set PSP_DATA)")
     return path

@@ -59,17 +59,6 @@ class InputStats:
     bad_lines: int = 0
 
 
-def _lines_of(path: Path) -> Iterator[tuple[int, bytes]]:
-    """`iter_raw_lines`, with a truncated or corrupt gzip stream reported at the line where it broke."""
-    number = 0
-    try:
-        for number, raw in iter_raw_lines(path):
-            yield number, raw
-    except (EOFError, zlib.error, OSError) as error:
-        # gzip raises EOFError for a cut-off stream and BadGzipFile (an OSError) for garbage.
-        raise PSPInputError(f"{path}:{number + 1}: cannot read further: {error}") from None
-
-
 def parse_column(value: str) -> Column:
     """A `--columns` item: a 1-based number becomes a 0-based index; anything else is a header name."""
     value = value.strip()
@@ -158,11 +147,15 @@ class PairReader:
         self._open()
 
     def _checked_lines(self) -> Iterator[tuple[int, bytes]]:
+        """`iter_raw_lines`, with a truncated or corrupt gzip stream reported at the line where it broke."""
+        number = 0
         try:
-            yield from _lines_of(self.path)
-        except PSPInputError as error:
-            # Nothing after a broken gzip stream can be read: one bad line, then the end of this file.
-            self._bad(str(error))
+            for number, raw in iter_raw_lines(self.path):
+                yield number, raw
+        except (EOFError, zlib.error, OSError) as error:
+            # gzip raises EOFError for a cut-off stream and BadGzipFile (an OSError) for garbage. Nothing after
+            # it can be read: an error, or with skip_bad_lines one bad line and the end of this file.
+            self._bad(f"{self.path}:{number + 1}: cannot read further: {error}")
 
     def _bad(self, message: str) -> None:
         if not self.skip_bad_lines:
