@@ -431,7 +431,13 @@ def test_prepare_bitext_without_spaces_counts_characters(tmp_path):
         ]
     )
     path = _write(tmp_path / "zh-en.tsv", text)
-    report = prepare_bitext([path], "zh", tmp_path / "out", vocab_size=40, langid=True)
+    old_mask = os.umask(0o022)
+    try:
+        report = prepare_bitext([path], "zh", tmp_path / "out", vocab_size=40, langid=True)
+    finally:
+        os.umask(old_mask)
+    # The folder follows the umask like any mkdir (not the 0700 of a temporary folder).
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
     removed = {step["name"]: step["removed"] for step in report["steps"]}
     assert removed == {"lowercase": 0, "empty": 0, "length": 2, "duplicate": 1, "language": 0}
     assert report["columns"] == ["zh", "en"] and report["options"]["length_unit"] == "chars"
@@ -546,6 +552,8 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     a_file = _write(tmp_path / "file.txt", "keep me\n")
     locked = tmp_path / "locked"
     locked.mkdir()
+    fifo = tmp_path / "pairs.fifo"
+    os.mkfifo(fifo)
     real_access = os.access
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
@@ -555,6 +563,8 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
         ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
         ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),
         ([str(good)], "give --out DIR, --push-to-hub REPO, or both"),
+        (["-", "--out", str(tmp_path / "o")], "-: standard input is not supported here"),
+        ([str(fifo), "--out", str(tmp_path / "o")], f"{fifo}: not a regular file (a pipe"),
         ([str(good), "--push-to-hub", "no//such repo"], "--push-to-hub 'no//such repo': not a valid repo id"),
     ]
     for argv, message in cases:

@@ -15,8 +15,15 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
         raise PSPInputError("no input files given")
     paths = [Path(p) for p in inputs]
     for path in paths:
+        if str(path) == "-":
+            raise PSPInputError(
+                "-: standard input is not supported here (each input is opened twice: its header is checked "
+                "before the run); save it to a file first"
+            )
         if path.is_dir():
             raise PSPInputError(f"{path}: is a folder, not a file of pairs")
+        if path.exists() and not path.is_file():
+            raise PSPInputError(f"{path}: not a regular file (a pipe, socket or device); save it to a file first")
         if not path.is_file():
             raise PSPInputError(f"{path}: no such file")
         if not os.access(path, os.R_OK):
@@ -63,3 +70,10 @@ def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> None:
         validate_repo_id(repo_id)
     except HFValidationError as error:
         raise PSPInputError(f"{flag} {repo_id!r}: not a valid repo id: {str(error).splitlines()[0]}") from None
+
+
+def make_folder_follow_umask(folder: Path) -> None:
+    """Give a folder made by `tempfile.mkdtemp` (mode 0700) the mode a plain `mkdir` would have had."""
+    mask = os.umask(0)
+    os.umask(mask)
+    folder.chmod(0o777 & ~mask)

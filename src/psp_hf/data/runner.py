@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from .checks import check_inputs, check_output_folder, check_repo_id
+from .checks import check_inputs, check_output_folder, check_repo_id, make_folder_follow_umask
 from .filters import DropDuplicates, FilterChain, FilterStep, Normalize, OverlapMaximum, PairBatch, ScoreRange
 from .readers import BadLines, PairLayout, PairReader
 from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, write_report
@@ -176,6 +176,7 @@ def run_recipe(
         out.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(out)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+        make_folder_follow_umask(staging)  # it becomes `out`
     else:
         staging = Path(tempfile.mkdtemp(prefix="psp-prepare-"))
     keep_staging = False
