@@ -567,11 +567,15 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
         ([str(fifo), "--out", str(tmp_path / "o")], f"{fifo}: not a regular file (a pipe"),
         ([str(good), "--push-to-hub", "no//such repo"], "--push-to-hub 'no//such repo': not a valid repo id"),
     ]
+    inside = tmp_path / "data"
+    inside.mkdir()
+    held = _write(inside / "pairs.txt", good.read_text())
+    cases.append(([str(held), "--out", str(inside), "--overwrite"], f"holds {held}, which replacing the folder"))
     for argv, message in cases:
         assert main(["prepare", "paraphrases", *argv, "--no-tokenizer", "-q"]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("psp: error: ") and message in err and err.count("\n") == 1, err
-    assert a_file.read_text() == "keep me\n" and list(locked.iterdir()) == []
+    assert a_file.read_text() == "keep me\n" and list(locked.iterdir()) == [] and held.is_file()
     assert not (tmp_path / "o").exists()
     with pytest.raises(SystemExit):  # argparse names the argument: --batch-size 0
         main(["prepare", "paraphrases", str(good), "--out", str(tmp_path / "o"), "--batch-size", "0"])

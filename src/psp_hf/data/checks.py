@@ -31,12 +31,24 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
     return paths
 
 
-def check_output_folder(out: Path, overwrite: bool, flag: str = "--out") -> None:
-    """`out` can become a folder: not a file, not there yet unless `overwrite`, and its parent writable."""
+def check_output_folder(
+    out: Path, overwrite: bool, flag: str = "--out", inputs: Sequence[Path] = (), replaces: bool = True
+) -> None:
+    """`out` can become a folder: not a file, not there yet unless `overwrite`, and its parent writable.
+
+    With `replaces` (the whole folder is swapped for a new one), a folder that holds one of the `inputs` or the
+    working directory is refused: replacing it would delete them. Without it, files are written into `out`.
+    """
     if out.exists() and not out.is_dir():
         raise PSPInputError(f"{flag} {out}: exists and is not a folder")
     if out.exists() and not overwrite:
         raise PSPInputError(f"{flag} {out}: already exists; pass --overwrite to replace it")
+    if out.exists() and replaces:
+        target = out.resolve()
+        for path in [*inputs, Path.cwd()]:
+            resolved = path.resolve()
+            if resolved == target or target in resolved.parents:
+                raise PSPInputError(f"{flag} {out}: holds {path}, which replacing the folder would delete")
     check_writable_parent(out, flag)
 
 

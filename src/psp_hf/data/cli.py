@@ -264,7 +264,7 @@ def _run_pool(args: argparse.Namespace) -> int:
     from .checks import check_output_folder
     from .pool import build_pool
 
-    check_output_folder(Path(args.out), overwrite=True)
+    check_output_folder(Path(args.out), overwrite=True, replaces=False)
     result = build_pool(args.out, args.data, registry=not args.no_registry)
     print(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0
@@ -278,7 +278,7 @@ def _run_label(args: argparse.Namespace) -> int:
     pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
     if not pool_file.is_file():
         raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
-    check_output_folder(Path(args.cache), overwrite=True, flag="--cache")
+    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
     count, total, seconds = label_pool(
         corpus,
         args.cache,

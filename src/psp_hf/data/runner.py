@@ -143,7 +143,7 @@ def run_recipe(
     paths = check_inputs(inputs)
     out = None if out is None else Path(out)
     if out is not None:
-        check_output_folder(out, overwrite)
+        check_output_folder(out, overwrite, inputs=paths)
     if push_to_hub is not None:
         check_repo_id(push_to_hub)
     bad_lines = BadLines()
