@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
-from psp_hf.training.config import TrainingArguments
-from psp_hf.training.loop import Trainer
+from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.trainer import Trainer
 from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner
 
 WORD_LIST = (
@@ -174,7 +174,7 @@ def test_no_data_and_no_teacher_is_refused():
 def test_threshold_flag_parses_as_a_float(tmp_path):
     import argparse
 
-    from psp_hf.training.config import add_arguments, arguments_from_namespace
+    from psp_hf.training.arguments import add_arguments, arguments_from_namespace
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -419,8 +419,8 @@ def test_pool_shards_are_equal_disjoint_and_reshuffled(toy):
 
 WORKER = """
 import sys, torch
-from psp_hf.training.config import TrainingArguments
-from psp_hf.training.loop import Trainer
+from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.trainer import Trainer
 
 pairs, cache, tokenizer, out = sys.argv[1:5]
 args = TrainingArguments(data=[pairs], teacher_cache=cache, distill_weight=1.0, output_dir=out, tokenizer=tokenizer,
