@@ -282,7 +282,7 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
         code, err = train_here(*common, "--output-dir", str(folder), "--push-to-hub", refused_id)
     assert code == 1
     assert f"psp push {folder.resolve()} {refused_id}" in err
-    assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.pt").is_file()
+    assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.json").is_file()
     from psp_hf.cli import main
 
     assert main(["push", str(folder.resolve()), refused_id]) == 0

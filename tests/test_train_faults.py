@@ -18,14 +18,16 @@ from safetensors.torch import load_file
 from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = (
+WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads watches holds street park "
     "beach field river snow water ball bike car guitar book red blue green big small old young happy"
-).split()
-GERMAN = (
+)
+WORDS = WORD_LIST.split()
+GERMAN_LIST = (
     "der die das ein eine mann frau kind hund katze läuft spielt sitzt im auf dem strand park fluss schnee "
     "wasser ball fahrrad auto gitarre buch rot blau grün groß klein alt jung glücklich und mit"
-).split()
+)
+GERMAN = GERMAN_LIST.split()
 
 
 def english_pairs(path: Path, n: int, seed: int = 0) -> Path:

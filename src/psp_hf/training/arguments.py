@@ -373,6 +373,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         for action in added:
             # Unset flags stay None, so that a config file can fill them in before the defaults do.
             action.default = None
+            # Show the dashed spelling (the one the documentation uses); the underscored one still works.
+            action.option_strings.sort(key=lambda option: "_" in option)
+            if isinstance(action, argparse._StoreFalseAction):
+                action.help = f"not {flag}"
 
 
 def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments:
