@@ -341,3 +341,14 @@ def test_unwritable_output_dir_is_refused_before_any_work(tmp_path, tiny_tokeniz
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file / "model"))
     assert code == 2 and f"--output-dir {a_file / 'model'}: cannot write there" in one_error_line(err)
     assert a_file.read_text() == "x"
+
+
+def test_a_checkpoint_of_the_earlier_format_is_named(tmp_path, tiny_tokenizer, train_here):
+    pairs = english_pairs(tmp_path / "pairs.tsv", 10)
+    out = tmp_path / "old"
+    (out / "training").mkdir(parents=True)
+    (out / "training" / "checkpoint.pt").write_bytes(b"an earlier single-file checkpoint")
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out), "--resume")
+    assert code == 2 and "earlier psp-hf version, which cannot be resumed" in one_error_line(err)
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
+    assert code == 2 and "already holds a training run" in one_error_line(err)
