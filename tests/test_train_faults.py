@@ -352,3 +352,22 @@ def test_a_checkpoint_of_the_earlier_format_is_named(tmp_path, tiny_tokenizer, t
     assert code == 2 and "earlier psp-hf version, which cannot be resumed" in one_error_line(err)
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
     assert code == 2 and "already holds a training run" in one_error_line(err)
+
+
+def test_full_disk_while_logging_is_one_error_line(tmp_path, tiny_tokenizer, train_here, monkeypatch):
+    import builtins
+
+    pairs = english_pairs(tmp_path / "pairs.tsv", 40)
+    out = tmp_path / "run"
+    real_open = builtins.open
+
+    def open_without_space(file, mode="r", *args, **kwargs):
+        if str(file).endswith("metrics.jsonl") and "a" in mode:
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_without_space)
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
+    monkeypatch.undo()
+    assert code == 2
+    assert f"cannot write {out / 'training' / 'metrics.jsonl'}: No space left on device" in one_error_line(err)

@@ -18,6 +18,7 @@ Layout of `--output-dir`:
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sys
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import PSPInputError
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
 from .distillation_loss import distill_loss
@@ -35,6 +37,8 @@ from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm
 from .run_setup import RunSetup
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class TrainingStopped(SystemExit):
@@ -54,6 +58,12 @@ class Trainer(RunSetup):
         previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if _in_main_thread() else None
         try:
             return self._train()
+        except OSError as error:
+            if error.errno not in WRITE_ERRORS:
+                raise
+            # A full disk or a folder made read-only mid-run: what was written before stays as it was.
+            where = error.filename or self.output_dir
+            raise PSPInputError(f"cannot write {where}: {error.strerror}") from None
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
