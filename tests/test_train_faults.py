@@ -371,3 +371,18 @@ def test_full_disk_while_logging_is_one_error_line(tmp_path, tiny_tokenizer, tra
     monkeypatch.undo()
     assert code == 2
     assert f"cannot write {out / 'training' / 'metrics.jsonl'}: No space left on device" in one_error_line(err)
+
+
+def test_issue_reproductions_on_the_real_data(tmp_path, train_here):
+    from psp_hf.data_folder import data_dir
+
+    root = data_dir()
+    bitext = root / "bitext" / "multi30k" / "de-en" / "train.tsv.gz"
+    captions = root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
+    if not (bitext.is_file() and captions.is_file()):
+        pytest.skip(f"real data not found at {root}; set PSP_DATA to the shared data folder")
+    code, err = train_here("--data", str(bitext), "--lang", "fr", "--output-dir", str(tmp_path / "fr"), "--quiet")
+    assert code == 2 and "--lang fr" in one_error_line(err) and "de" in one_error_line(err)
+    assert not (tmp_path / "fr" / "README.md").exists()
+    code, err = train_here("--data", str(captions), "--lang", "de", "--output-dir", str(tmp_path / "de"), "--quiet")
+    assert code == 2 and "does not look like de" in one_error_line(err) and "finds en" in one_error_line(err)
