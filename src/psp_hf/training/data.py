@@ -110,30 +110,36 @@ def tsv_rows(files: list[str], header: tuple[str, ...], skip_bad_lines: bool) ->
     width = len(header)
     for name in files:
         path = Path(name)
+        lines = iter_raw_lines(path)
         last = 0
-        try:
-            for number, raw in iter_raw_lines(path):
-                last = number
-                if number == 1:
-                    continue
-                try:
-                    fields = _decode(path, number, raw).split("\t")
-                    if len(fields) != width:
-                        raise PSPInputError(
-                            f"{path}:{number}: expected {width} tab-separated fields (as in the header), "
-                            f"got {len(fields)}"
-                        )
-                except PSPInputError as error:
-                    if not skip_bad_lines:
-                        raise
-                    yield {**dict.fromkeys(header), BAD_LINE: str(error)}
-                    continue
-                yield {**dict(zip(header, fields, strict=True)), BAD_LINE: None}
-        except (OSError, EOFError, zlib.error) as error:
-            message = f"{path}: truncated or corrupt after line {last} ({error})"
-            if not skip_bad_lines:
-                raise PSPInputError(message) from None
-            yield {**dict.fromkeys(header), BAD_LINE: message + "; the rest of the file is skipped"}
+        while True:
+            try:
+                number, raw = next(lines)
+            except StopIteration:
+                break
+            except (OSError, EOFError, zlib.error, PSPInputError) as error:
+                if isinstance(error, PSPInputError) and last == 0:
+                    raise  # not a readable file at all
+                message = f"{path}: truncated or corrupt after line {last} ({error})"
+                if not skip_bad_lines:
+                    raise PSPInputError(message) from None
+                yield {**dict.fromkeys(header), BAD_LINE: message + "; the rest of the file is skipped"}
+                break
+            last = number
+            if number == 1:
+                continue
+            try:
+                fields = _decode(path, number, raw).split("\t")
+                if len(fields) != width:
+                    raise PSPInputError(
+                        f"{path}:{number}: expected {width} tab-separated fields (as in the header), got {len(fields)}"
+                    )
+            except PSPInputError as error:
+                if not skip_bad_lines:
+                    raise
+                yield {**dict.fromkeys(header), BAD_LINE: str(error)}
+                continue
+            yield {**dict(zip(header, fields, strict=True)), BAD_LINE: None}
 
 
 def tsv_tables(files: list[str], header: tuple[str, ...], skip_bad_lines: bool, rows_per_table: int = 1024):
