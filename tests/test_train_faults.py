@@ -200,7 +200,7 @@ def test_declared_language_is_checked_against_the_data(tmp_path, tiny_tokenizer,
     assert code == 2
     line = one_error_line(err)
     assert "--lang fr" in line and "de, en" in line and "--lang de" in line
-    assert not (tmp_path / "fr" / "model.safetensors").exists()
+    assert not (tmp_path / "fr").exists()  # refused before anything was written
 
     english = english_pairs(tmp_path / "en.tsv", 120)
     code, err = train_here(*small_run(english, tiny_tokenizer), "--lang", "de", "--output-dir", str(tmp_path / "de"))
@@ -339,7 +339,9 @@ def test_unwritable_output_dir_is_refused_before_any_work(tmp_path, tiny_tokeniz
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file))
     assert code == 2 and "exists and is not a folder" in one_error_line(err)
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file / "model"))
-    assert code == 2 and f"--output-dir {a_file / 'model'}: cannot write there" in one_error_line(err)
+    assert code == 2 and f"--output-dir {a_file / 'model'}: cannot write there ({a_file} is not a folder)" in (
+        one_error_line(err)
+    )
     assert a_file.read_text() == "x"
 
 

@@ -45,12 +45,16 @@ RESUME_FIXED = (
 
 
 def check_output_dir(output_dir: Path) -> None:
-    """Refuse an output folder that cannot be written, before any work."""
+    """Refuse an output folder that cannot be written, before any work (creating nothing)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise PSPInputError(f"--output-dir {output_dir}: exists and is not a folder")
-    try:
-        (output_dir / "training").mkdir(parents=True, exist_ok=True)
-        probe = output_dir / "training" / f".write-test-{os.getpid()}"
+    existing = output_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PSPInputError(f"--output-dir {output_dir}: cannot write there ({existing} is not a folder)")
+    probe = existing / f".write-test-{os.getpid()}"
+    try:  # access() says yes to root on a read-only file system: try a real write
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:

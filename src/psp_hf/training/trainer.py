@@ -72,6 +72,7 @@ class Trainer(RunSetup):
         self._setup()
         args, state = self.args, self.state
         if self.is_main:
+            self.training_dir.mkdir(parents=True, exist_ok=True)
             (self.training_dir / "args.json").write_text(json.dumps(args.to_dict(), indent=2), encoding="utf-8")
         self._describe()
         if state.step == 0 and not args.resume:
