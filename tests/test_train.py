@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from psp_hf.data_folder import data_dir, iter_tsv
+from psp_hf.training.checkpoint import read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -161,7 +162,7 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
     assert train_here(*common, "--output-dir", str(reference))[0] == 0
 
     killed = tmp_path / "killed"
-    checkpoint = killed / "training" / "checkpoint.pt"
+    checkpoint = killed / "training" / "checkpoint.json"
     process = subprocess.Popen(
         [PYTHON, str(REPO / "train.py"), *common, "--output-dir", str(killed)],
         cwd=REPO,
@@ -174,7 +175,7 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    saved = torch.load(checkpoint, weights_only=True)["state"]
+    saved = read_checkpoint_state(killed / "training")
     final_steps = metrics(reference)[-1]["step"]
     assert 0 < saved["step"] < final_steps and not saved["finished"]
     assert not (killed / "model.safetensors").exists()
@@ -194,8 +195,8 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
 # ------------------------------------------------------------------------------------- two processes
 WORKER = """
 import sys, torch
-from psp_hf.training.config import TrainingArguments
-from psp_hf.training.loop import Trainer
+from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.trainer import Trainer
 
 pairs, tokenizer, out = sys.argv[1:4]
 args = TrainingArguments(data=[pairs], output_dir=out, tokenizer=tokenizer, dim=32, batch_size=16,
@@ -281,7 +282,7 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
         code, err = train_here(*common, "--output-dir", str(folder), "--push-to-hub", refused_id)
     assert code == 1
     assert f"psp push {folder.resolve()} {refused_id}" in err
-    assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.pt").is_file()
+    assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.json").is_file()
     from psp_hf.cli import main
 
     assert main(["push", str(folder.resolve()), refused_id]) == 0

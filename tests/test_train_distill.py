@@ -15,9 +15,10 @@ from safetensors.torch import load_file
 
 from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
-from psp_hf.training.config import TrainingArguments
-from psp_hf.training.loop import Trainer
+from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner
+from psp_hf.training.trainer import Trainer
 
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
@@ -174,7 +175,7 @@ def test_no_data_and_no_teacher_is_refused():
 def test_threshold_flag_parses_as_a_float(tmp_path):
     import argparse
 
-    from psp_hf.training.config import add_arguments, arguments_from_namespace
+    from psp_hf.training.arguments import add_arguments, arguments_from_namespace
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -291,15 +292,16 @@ def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
     # the optimizer states where the checkpoint left them. (tests/test_train.py kills a process for real.)
     killed5 = tmp_path / "stopped"
     Trainer(args(toy, killed5, **common, max_steps=6)).train()
-    saved = torch.load(killed5 / "training" / "checkpoint.pt", weights_only=True)
-    assert saved["state"]["step"] == 6 and saved["projection"] is not None
-    assert saved["state"]["distill_position"] == 6 * 48
+    saved = read_checkpoint_state(killed5 / "training")
+    assert saved["step"] == 6 and saved["distill_position"] == 6 * 48
+    weights = load_file(CheckpointStore(killed5 / "training").folder() / "model.safetensors")
+    assert "projection.weight" in weights  # the projection is part of the checkpointed module
     Trainer(args(toy, killed5, **common, resume=True)).train()
     assert metrics(killed5)[-1]["step"] == final
     expected, got = load_file(reference / "model.safetensors"), load_file(killed5 / "model.safetensors")
     assert torch.allclose(expected["embeddings.weight"], got["embeddings.weight"], atol=1e-6)
-    state = torch.load(killed5 / "training" / "checkpoint.pt", weights_only=True)["state"]
-    reference_state = torch.load(reference / "training" / "checkpoint.pt", weights_only=True)["state"]
+    state = read_checkpoint_state(killed5 / "training")
+    reference_state = read_checkpoint_state(reference / "training")
     assert (state["distill_epoch"], state["distill_position"]) == (
         reference_state["distill_epoch"],
         reference_state["distill_position"],
@@ -357,8 +359,8 @@ def test_pool_shards_are_equal_disjoint_and_reshuffled(toy):
 
 WORKER = """
 import sys, torch
-from psp_hf.training.config import TrainingArguments
-from psp_hf.training.loop import Trainer
+from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.trainer import Trainer
 
 pairs, cache, tokenizer, out = sys.argv[1:5]
 args = TrainingArguments(data=[pairs], teacher_cache=cache, distill_weight=1.0, output_dir=out, tokenizer=tokenizer,

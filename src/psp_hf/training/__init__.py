@@ -1,0 +1,20 @@
+"""Training P-SP models: `Trainer` (the loop), `TrainingArguments` (its settings) and `train`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Trainer", "TrainingArguments", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing a submodule does not import torch and accelerate.
+    if name == "TrainingArguments":
+        from .arguments import TrainingArguments
+
+        return TrainingArguments
+    if name in ("Trainer", "train"):
+        from . import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(name)

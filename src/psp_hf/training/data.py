@@ -9,13 +9,15 @@ dataset's seeded shuffle (seed + epoch) that is enough to continue exactly where
 from __future__ import annotations
 
 import glob
-import gzip
 import os
+import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..io import iter_raw_lines
 
 # Column pairs recognised without --columns, in order of preference.
 KNOWN_COLUMN_PAIRS = [
@@ -75,18 +77,103 @@ def _local_files(entries: list[str]) -> list[Path] | None:
     return files
 
 
-def _tsv_header(path: Path) -> list[str]:
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
+MAX_REPORTED_BAD_LINES = 10
+BAD_LINE = "_bad_line"  # column of a local TSV row that was malformed: its error message (else None)
+
+
+def _decode(path: Path, number: int, raw: bytes) -> str:
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            first = handle.readline()
-    except UnicodeDecodeError:
-        raise PSPInputError(f"{path}:1: not valid UTF-8") from None
-    except OSError as error:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PSPInputError(
+            f"{path}:{number}: not valid UTF-8 (byte {error.start}: {raw[error.start : error.start + 1]!r})"
+        ) from None
+
+
+def _tsv_header(path: Path) -> list[str]:
+    try:
+        first = next(iter_raw_lines(path), None)
+    except (OSError, EOFError, zlib.error) as error:
         raise PSPInputError(f"{path}: cannot read: {error}") from None
-    if not first.strip():
+    if first is None or not first[1].strip():
         raise PSPInputError(f"{path}:1: empty file or missing header line (TSV files need a header)")
-    return first.rstrip("\r\n").split("\t")
+    return _decode(path, 1, first[1]).split("\t")
+
+
+def tsv_rows(files: list[str], header: tuple[str, ...], skip_bad_lines: bool) -> Iterator[dict[str, str | None]]:
+    """Rows of headed TSV files through `psp_hf.io`'s line reader: every row has the header's fields.
+
+    A malformed line (wrong field count, invalid UTF-8) stops with `FILE:LINE`; with `skip_bad_lines` it
+    becomes a row whose `_bad_line` holds the message (the stream counts and reports it). A truncated or
+    corrupt .gz file names the last good line.
+    """
+    width = len(header)
+    for name in files:
+        path = Path(name)
+        lines = iter_raw_lines(path)
+        last = 0
+        while True:
+            try:
+                number, raw = next(lines)
+            except StopIteration:
+                break
+            except (OSError, EOFError, zlib.error, PSPInputError) as error:
+                if isinstance(error, PSPInputError) and last == 0:
+                    raise  # not a readable file at all
+                message = f"{path}: truncated or corrupt after line {last} ({error})"
+                if not skip_bad_lines:
+                    raise PSPInputError(message) from None
+                yield {**dict.fromkeys(header), BAD_LINE: message + "; the rest of the file is skipped"}
+                break
+            last = number
+            if number == 1:
+                continue
+            try:
+                fields = _decode(path, number, raw).split("\t")
+                if len(fields) != width:
+                    raise PSPInputError(
+                        f"{path}:{number}: expected {width} tab-separated fields (as in the header), got {len(fields)}"
+                    )
+            except PSPInputError as error:
+                if not skip_bad_lines:
+                    raise
+                yield {**dict.fromkeys(header), BAD_LINE: str(error)}
+                continue
+            yield {**dict(zip(header, fields, strict=True)), BAD_LINE: None}
+
+
+def tsv_tables(files: list[str], header: tuple[str, ...], skip_bad_lines: bool, rows_per_table: int = 1024):
+    """`tsv_rows` in Arrow tables of `rows_per_table` rows, keyed for `datasets` (one shard per file)."""
+    import pyarrow as pa
+
+    names = [*header, BAD_LINE]
+    columns: dict[str, list] = {name: [] for name in names}
+    count = 0
+    for row in tsv_rows(files, header, skip_bad_lines):
+        for name in names:
+            columns[name].append(row[name])
+        count += 1
+        if count % rows_per_table == 0:
+            yield f"{files[0]}:{count}", pa.table(columns, schema=_schema(names))
+            columns = {name: [] for name in names}
+    if columns[BAD_LINE]:
+        yield f"{files[0]}:{count}", pa.table(columns, schema=_schema(names))
+
+
+def _schema(names: list[str]):
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.string()) for name in names])
+
+
+def _tsv_dataset(files: list[str], header: list[str], skip_bad_lines: bool):
+    """A streaming `datasets.IterableDataset` over headed TSV files, one shard per file."""
+    from datasets import DatasetInfo, Features, IterableDataset, Value
+    from datasets.iterable_dataset import ArrowExamplesIterable
+
+    features = Features({**{name: Value("string") for name in header}, BAD_LINE: Value("string")})
+    kwargs = {"files": files, "header": tuple(header), "skip_bad_lines": skip_bad_lines}
+    return IterableDataset(ArrowExamplesIterable(tsv_tables, kwargs), info=DatasetInfo(features=features))
 
 
 class PairSource:
@@ -103,8 +190,9 @@ class PairSource:
         lang: str | None = None,
         split: str = "train",
         data_config: str | None = None,
+        skip_bad_lines: bool = False,
     ):
-        from datasets import Features, Value, load_dataset
+        from datasets import load_dataset
 
         self.description = " ".join(data)
         # One folder (e.g. what `psp prepare` writes) or a Hub id is opened by `datasets` itself.
@@ -132,20 +220,14 @@ class PairSource:
                 for path in files[1:]:
                     if _tsv_header(path) != header:
                         raise PSPInputError(f"{path}:1: header differs from {files[0]}'s ({' '.join(header)})")
-                # No quoting (a quote is a literal character), every field a string, nothing turned into NaN.
-                dataset = load_dataset(
-                    "csv",
-                    data_files=data_files,
-                    split="train",
-                    streaming=True,
-                    delimiter="\t",
-                    quoting=3,
-                    na_filter=False,
-                    features=Features({name: Value("string") for name in header}),
-                )
+                # Read by psp_hf.io's line reader (no quoting, every field a string), streamed in Arrow tables:
+                # errors name FILE:LINE like psp embed/score, and --skip-bad-lines counts instead of stopping.
+                dataset = _tsv_dataset(data_files, header, skip_bad_lines)
             else:
                 dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
-        column_names = self._column_names(dataset)
+        all_columns = self._column_names(dataset)
+        self.marks_bad_lines = BAD_LINE in all_columns
+        column_names = [name for name in all_columns if name != BAD_LINE]
         if columns:
             missing = [name for name in columns if name not in column_names]
             if missing:
@@ -160,7 +242,7 @@ class PairSource:
             first, second = self._detect_columns(column_names, lang)
         self.first_column, self.second_column = first, second
         self.translation_langs = translation_langs
-        keep = sorted({first, second})
+        keep = sorted({first, second} | ({BAD_LINE} if self.marks_bad_lines else set()))
         self.dataset = dataset.select_columns(keep)
 
     def _column_names(self, dataset) -> list[str]:
@@ -233,6 +315,15 @@ class PairStream:
             dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
         self.dataset = dataset
         self.skipped_rows = 0
+        self.bad_lines = 0  # malformed lines skipped under --skip-bad-lines (this process's share)
+        self.report_bad_lines = rank == 0
+
+    def _bad_line(self, message: str) -> None:
+        self.bad_lines += 1
+        if self.report_bad_lines and self.bad_lines <= MAX_REPORTED_BAD_LINES:
+            print(f"psp train: skipped bad line: {message}", file=sys.stderr, flush=True)
+            if self.bad_lines == MAX_REPORTED_BAD_LINES:
+                print("psp train: (further bad lines are counted, not shown)", file=sys.stderr, flush=True)
 
     def minibatches(self, epoch: int, skip: int = 0) -> Iterator[MiniBatchText]:
         """Mini-batches of `batch_size` valid pairs (the last one may be smaller) after `skip` raw rows.
@@ -246,12 +337,16 @@ class PairStream:
         try:
             for chunk in self.dataset.iter(batch_size=self.read_size):
                 left, right = self.source._columns(chunk)
+                bad = chunk.get(BAD_LINE) or [None] * len(left)
                 n = len(left)
                 start = 0
                 if row < skip:
                     start = min(n, skip - row)
                 for index in range(start, n):
                     a, b = left[index], right[index]
+                    if bad[index] is not None:
+                        self._bad_line(bad[index])
+                        continue
                     if not (isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()):
                         self.skipped_rows += 1
                         continue

@@ -1,7 +1,7 @@
 """`TrainingArguments`: every setting of a training run, from flags and/or a JSON/YAML config file.
 
-The dataclass is the single source of truth: the command-line flags are generated from its fields, and a config
-file uses the same names (dashes or underscores). Precedence: explicit flag > config file > default.
+The dataclass is the single source of truth: `transformers.HfArgumentParser` turns its fields into flags, and a
+config file uses the same names (dashes or underscores). Precedence: explicit flag > config file > default.
 Defaults follow P-SP (Wieting et al., 2022) except `epochs` (the paper ran 25 epochs over 25.85M pairs; pass
 `--epochs 25` for that).
 """
@@ -9,9 +9,11 @@ Defaults follow P-SP (Wieting et al., 2022) except `epochs` (the paper ran 25 ep
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import os
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +28,11 @@ DEV_SETS = (*DEV_SPLITS, "none")
 SPARSE_CHOICES = ("auto", "on", "off")
 INIT_CHOICES = ("random", "teacher", "word-vectors")
 PIECE_WEIGHT_CHOICES = ("none", "sif")
-# str(field.type) (annotations are strings here) -> argparse type
-_FLAG_TYPES = {"int": int, "float": float, "float | None": float, "int | None": int}
 
 
-def _arg(help_text: str, *, flag_type: Any = None, choices: tuple[str, ...] | None = None, nargs: str | None = None):
-    return {"help": help_text, "flag_type": flag_type, "choices": choices, "nargs": nargs}
+def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Field metadata in the form `HfArgumentParser` passes on to `add_argument`."""
+    return {"help": help_text, **({"choices": choices} if choices else {})}
 
 
 @dataclass
@@ -44,7 +45,6 @@ class TrainingArguments:
         metadata=_arg(
             "training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id "
             "(may be left out with --teacher-cache: distillation over the cached pool only)",
-            nargs="+",
         ),
     )
     output_dir: str = field(default="", metadata=_arg("where the final Hub-format model folder is written"))
@@ -191,6 +191,10 @@ class TrainingArguments:
     threads: int = field(default=0, metadata=_arg("torch CPU threads per process (0: torch's default)"))
     cpu: bool = field(default=False, metadata=_arg("train on CPU even if a GPU is present"))
     quiet: bool = field(default=False, metadata=_arg("no progress bar"))
+    skip_bad_lines: bool = field(
+        default=False,
+        metadata=_arg("skip malformed lines of local TSV training files (counted in the log) instead of stopping"),
+    )
 
     def validate(self) -> None:
         """Raise `PSPInputError` naming the argument when a value is unusable."""
@@ -349,26 +353,30 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per `TrainingArguments` field, plus `--config`."""
+    """Add one flag per `TrainingArguments` field (made by `HfArgumentParser`), `--no-X` for switches, `--config`."""
+    from transformers import HfArgumentParser
+
     parser.add_argument("--config", help="JSON or YAML file of settings (flags given on the command line win)")
-    for name, spec in FIELDS.items():
-        meta = spec.metadata
+    hints = typing.get_type_hints(TrainingArguments)
+    for spec in dataclasses.fields(TrainingArguments):
+        resolved = copy.copy(spec)
+        resolved.type = hints[spec.name]
+        first = len(parser._actions)
+        HfArgumentParser._parse_dataclass_field(parser, resolved)
+        flag = "--" + spec.name.replace("_", "-")
+        if resolved.type is bool and spec.default is False:
+            parser.add_argument(f"--no-{flag[2:]}", action="store_false", dest=spec.name, help=f"not {flag}")
+        added = parser._actions[first:]
         default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
-        help_text = f"{meta['help']} (default: {default!r})" if default not in (None, "", []) else meta["help"]
-        flag = "--" + name.replace("_", "-")
-        # Every default is None here so that run() can tell an explicit flag from an unset one.
-        if spec.type in ("bool", bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
-            continue
-        kwargs: dict[str, Any] = {"default": None, "help": help_text, "dest": name}
-        if meta["nargs"]:
-            kwargs["nargs"] = meta["nargs"]
-        if meta["choices"]:
-            kwargs["choices"] = meta["choices"]
-        kwargs["type"] = _FLAG_TYPES.get(str(spec.type), str)
-        if str(spec.type) in ("int", "int | None"):
-            kwargs["metavar"] = "N"
-        parser.add_argument(flag, **kwargs)
+        if default not in (None, "", []) and added[0].help:
+            added[0].help = f"{added[0].help} (default: {default!r})"
+        for action in added:
+            # Unset flags stay None, so that a config file can fill them in before the defaults do.
+            action.default = None
+            # Show the dashed spelling (the one the documentation uses); the underscored one still works.
+            action.option_strings.sort(key=lambda option: "_" in option)
+            if isinstance(action, argparse._StoreFalseAction):
+                action.help = f"not {flag}"
 
 
 def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments:

@@ -1,0 +1,211 @@
+"""Checkpoints through Accelerate's state saving, made atomic by a pointer file.
+
+`accelerator.save_state` writes the prepared module (safetensors), the optimizers, every process's RNG states
+and the objects registered with `register_for_checkpointing` (here `TrainState`: step, M, epoch, each process's
+position in the pair stream and the pool stream). It writes file by file, so a kill in the middle would leave a
+half-written folder; it therefore writes into a temporary folder, which is renamed and then named in
+`checkpoint.json`, replaced atomically. Whatever moment a run is killed, `checkpoint.json` names a complete
+folder.
+
+Layout under `OUTPUT_DIR/training/`:
+
+    checkpoint.json        {"folder": "checkpoint-3", "step": 120, ...}: the checkpoint to resume from
+    checkpoint-3/          the folder of `accelerator.save_state`, plus run.json (settings and process count)
+    .checkpoint-tmp-4/     a save in progress; removed on failure and on SIGTERM, and by the next run if killed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import PSPInputError
+from ..io import atomic_path
+
+CHECKPOINT_FORMAT = 2
+POINTER = "checkpoint.json"
+RUN_FILE = "run.json"
+TEMP_PREFIX = ".checkpoint-tmp-"
+FOLDER_PREFIX = "checkpoint-"
+EXPORT_PREFIX = ".export-"
+# Files of the atomic writer (`.NAME.XXXX.tmp`) that a killed run may leave beside these names.
+ATOMIC_TARGETS = (POINTER, "metrics.jsonl", "best.safetensors", "projection.safetensors")
+
+
+@dataclass
+class TrainState:
+    """Progress counters saved in checkpoints (registered with Accelerate for checkpointing)."""
+
+    step: int = 0
+    epoch: int = 0
+    megabatch_size: int = 1
+    pairs_seen: int = 0
+    train_seconds: float = 0.0
+    best_score: float | None = None
+    best_step: int | None = None
+    last_score: float | None = None
+    last_eval_step: int | None = None
+    finished: bool = False
+    positions: list[int] = field(default_factory=list)  # raw rows consumed in `epoch`, per process
+    distill_epoch: int = 0  # pass over the teacher pool (equals `epoch` in a distillation-only run)
+    distill_position: int = 0  # rows of this pass consumed, per process (equal on every process)
+    sentences_seen: int = 0  # pool sentences in the distillation loss, all processes together
+    teacher_masked: int = 0  # negatives skipped as teacher paraphrases
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counters as a plain dict."""
+        return dataclasses.asdict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the counters from `state_dict()`'s output."""
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+class CheckpointStore:
+    """The checkpoints of one run in `training_dir`: find, save, load, and clean up what killed runs left."""
+
+    def __init__(self, training_dir: Path):
+        self.training_dir = Path(training_dir)
+        self.pointer = self.training_dir / POINTER
+
+    # ------------------------------------------------------------------------------------------ reading
+    def exists(self) -> bool:
+        """True when a run has a complete checkpoint here."""
+        return self.pointer.is_file()
+
+    def legacy(self) -> Path | None:
+        """A checkpoint of the earlier single-file format (it cannot be resumed), if there is one."""
+        path = self.training_dir / "checkpoint.pt"
+        return path if path.is_file() else None
+
+    def _broken(self, what: str) -> PSPInputError:
+        return PSPInputError(
+            f"--resume: the checkpoint in {self.training_dir} is unusable: {what}. Remove {self.training_dir} "
+            "to start afresh (or train into another --output-dir)"
+        )
+
+    def read_pointer(self) -> dict[str, Any]:
+        """The contents of `checkpoint.json`, checked."""
+        try:
+            pointer = json.loads(self.pointer.read_text(encoding="utf-8"))
+            folder = self.training_dir / pointer["folder"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise self._broken(f"{self.pointer} cannot be read ({error})") from None
+        if pointer.get("format") != CHECKPOINT_FORMAT:
+            raise self._broken(f"{self.pointer} has format {pointer.get('format')!r}, not {CHECKPOINT_FORMAT}")
+        if not folder.is_dir():
+            raise self._broken(f"{folder} is missing")
+        return pointer
+
+    def folder(self) -> Path:
+        """The folder of the current checkpoint."""
+        return self.training_dir / self.read_pointer()["folder"]
+
+    def run_info(self) -> dict[str, Any]:
+        """Settings and process count of the run that wrote the current checkpoint."""
+        path = self.folder() / RUN_FILE
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise self._broken(f"{path} cannot be read ({error})") from None
+
+    def load(self, accelerator, rank: int) -> None:
+        """Restore the prepared module, optimizers, RNG states and registered objects of this process."""
+        folder = self.folder()
+        rng = folder / f"random_states_{rank}.pkl"
+        if not rng.is_file():  # load_state would go on without it, and the run would not repeat itself
+            raise self._broken(f"{rng} is missing")
+        try:
+            accelerator.load_state(folder)
+        except Exception as error:  # truncated or garbled files: torch, safetensors and pickle errors alike
+            raise self._broken(f"{folder} cannot be loaded ({type(error).__name__}: {error})") from None
+
+    # ------------------------------------------------------------------------------------------ writing
+    def save(self, accelerator, is_main: bool, run_info: dict[str, Any], step: int, finished: bool) -> None:
+        """Save the state into a temporary folder, then make it current (every process must call this)."""
+        index = self._read_index() + 1
+        temporary = self.training_dir / f"{TEMP_PREFIX}{index}"
+        if is_main:
+            self.training_dir.mkdir(parents=True, exist_ok=True)
+            _remove(temporary)
+        accelerator.wait_for_everyone()
+        try:
+            accelerator.save_state(temporary, safe_serialization=True)
+            if is_main:
+                (temporary / RUN_FILE).write_text(json.dumps(run_info, indent=2), encoding="utf-8")
+            accelerator.wait_for_everyone()
+            if is_main:
+                final = self.training_dir / f"{FOLDER_PREFIX}{index}"
+                _remove(final)  # an orphan of a run killed between the rename and the pointer update
+                os.replace(temporary, final)
+                pointer = {"format": CHECKPOINT_FORMAT, "folder": final.name, "index": index, "step": step}
+                pointer["finished"] = finished
+                with atomic_path(self.pointer) as path:
+                    path.write_text(json.dumps(pointer) + "\n", encoding="utf-8")
+                self._remove_others(keep=final.name)
+        except (OSError, RuntimeError) as error:
+            # torch's zip writer reports a full disk as a RuntimeError ("... file write failed").
+            if isinstance(error, RuntimeError) and "write" not in str(error).lower():
+                raise
+            kept = f"the previous checkpoint {self.training_dir / self._current_name()} is kept"
+            if not self.exists():
+                kept = "no earlier checkpoint exists"
+            reason = getattr(error, "strerror", None) or str(error)
+            raise PSPInputError(f"cannot write checkpoint {temporary}: {reason}; {kept}") from None
+        finally:
+            if is_main:
+                _remove(temporary)
+
+    def _current_name(self) -> str:
+        try:
+            return json.loads(self.pointer.read_text(encoding="utf-8"))["folder"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+
+    def _read_index(self) -> int:
+        try:
+            return int(json.loads(self.pointer.read_text(encoding="utf-8"))["index"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def _remove_others(self, keep: str) -> None:
+        for path in self.training_dir.glob(f"{FOLDER_PREFIX}*"):
+            if path.is_dir() and path.name != keep:
+                _remove(path)
+
+    def remove_stale(self, output_dir: Path) -> list[Path]:
+        """Remove what killed runs left: temporary and orphaned checkpoint folders, export staging, temp files."""
+        found: list[Path] = []
+        if self.training_dir.is_dir():
+            found += sorted(self.training_dir.glob(f"{TEMP_PREFIX}*"))
+            current = self._current_name() if self.exists() else None
+            folders = sorted(self.training_dir.glob(f"{FOLDER_PREFIX}*"))
+            found += [path for path in folders if path.is_dir() and path.name != current]
+            for name in ATOMIC_TARGETS:
+                found += sorted(self.training_dir.glob(f".{name}.*.tmp"))
+        if output_dir.is_dir():
+            found += sorted(output_dir.glob(f"{EXPORT_PREFIX}*"))
+        for path in found:
+            _remove(path)
+        return found
+
+
+def read_checkpoint_state(training_dir: str | os.PathLike) -> dict[str, Any]:
+    """The `TrainState` counters of the current checkpoint in `training_dir` (for inspection and tests)."""
+    import torch
+
+    folder = CheckpointStore(Path(training_dir)).folder()
+    return torch.load(folder / "custom_checkpoint_0.pkl", map_location="cpu", weights_only=True)

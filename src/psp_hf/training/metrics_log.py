@@ -1,0 +1,89 @@
+"""`training/metrics.jsonl`: one JSON line per log window, evaluation and run end; kept in step with checkpoints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..io import atomic_path
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 if sys.platform != "darwin" else peak / 2**20
+
+
+@dataclass
+class LogWindow:
+    """Sums over the steps since the last metrics line."""
+
+    loss: torch.Tensor
+    norm: torch.Tensor
+    margin: torch.Tensor
+    distill: torch.Tensor
+    steps: int = 0
+    pairs: int = 0
+    sentences: int = 0
+    seconds: float = 0.0
+    masked: int = 0
+
+    @classmethod
+    def new(cls, device: torch.device) -> LogWindow:
+        """An empty window whose sums live on `device` (no synchronisation per step)."""
+        return cls(*(torch.zeros((), device=device) for _ in range(4)))
+
+
+class MetricsLog:
+    """Appends records to `path` (main process only; `enabled=False` elsewhere)."""
+
+    def __init__(self, path: Path, enabled: bool = True):
+        self.path = Path(path)
+        self.enabled = enabled
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record as a line."""
+        if not self.enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def start_fresh(self) -> None:
+        """A new run: drop the lines of an earlier run that was killed before its first checkpoint."""
+        if self.enabled:
+            self.path.unlink(missing_ok=True)
+
+    def trim_to(self, step: int, warn: Callable[[str], None]) -> None:
+        """On resume: keep the lines up to the checkpoint's `step`.
+
+        Lines after it were written by the killed run past its last checkpoint and will be written again; a
+        line cut short by the kill (no newline, not JSON) is dropped with a warning.
+        """
+        if not (self.enabled and self.path.is_file()):
+            return
+        kept: list[str] = []
+        torn = 0
+        for line in self.path.read_bytes().split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))
+                record_step = int(record.get("step", 0))
+            except (ValueError, AttributeError, TypeError):
+                torn += 1
+                continue
+            if record_step <= step:
+                kept.append(line.decode("utf-8"))
+        if torn:
+            warn(f"{self.path}: dropped {torn} torn line(s) left by a killed run")
+        with atomic_path(self.path) as temporary:
+            temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")

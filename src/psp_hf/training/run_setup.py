@@ -1,0 +1,302 @@
+"""Setting a run up: checks before any work, Accelerate, the data streams, tokenizer, model, optimizers, resume."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from ..errors import PSPInputError
+from .arguments import DEV_SPLITS, TrainingArguments
+from .checkpoint import CheckpointStore, TrainState
+from .metrics_log import MetricsLog
+from .miner import MegaBatchMiner
+
+# Settings that cannot change between a run and its resumption (they change the data order or the model).
+RESUME_FIXED = (
+    "data",
+    "data_config",
+    "split",
+    "columns",
+    "kind",
+    "lang",
+    "shuffle_buffer",
+    "tokenizer",
+    "vocab_size",
+    "tokenizer_sentences",
+    "lowercase",
+    "dim",
+    "batch_size",
+    "megabatch_size",
+    "megabatch_anneal",
+    "negatives",
+    "seed",
+    "teacher_cache",
+    "distill_batch_size",
+    "init",
+    "init_std",
+    "init_vectors",
+    "teacher_model",
+    "piece_weights",
+    "skip_bad_lines",
+)
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """Refuse an output folder that cannot be written, before any work (creating nothing)."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise PSPInputError(f"--output-dir {output_dir}: exists and is not a folder")
+    existing = output_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PSPInputError(f"--output-dir {output_dir}: cannot write there ({existing} is not a folder)")
+    probe = existing / f".write-test-{os.getpid()}"
+    try:  # access() says yes to root on a read-only file system: try a real write
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise PSPInputError(f"--output-dir {output_dir}: cannot write there ({error.strerror or error})") from None
+
+
+class RunSetup:
+    """Everything a `Trainer` holds before its first step; `_setup()` builds it."""
+
+    def __init__(self, args: TrainingArguments):
+        args.validate()
+        self.args = args
+        self.output_dir = Path(args.output_dir)
+        self.training_dir = self.output_dir / "training"
+        self.checkpoints = CheckpointStore(self.training_dir)
+        self.push_status = 0
+
+    def _say(self, message: str) -> None:
+        if self.is_main and not self.args.quiet:
+            print(f"psp train: {message}", file=sys.stderr, flush=True)
+
+    def _setup(self) -> None:
+        from accelerate import Accelerator
+
+        args = self.args
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        # Accelerate only sets up several CPU processes (gloo) when told it runs on CPU; without a GPU it does,
+        # whatever --cpu says, so `torchrun --nproc_per_node 2 train.py` works as written.
+        self.accelerator = accelerator = Accelerator(cpu=args.cpu or not torch.cuda.is_available())
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        if launched != accelerator.num_processes:
+            raise PSPInputError(
+                f"launched as {launched} processes but Accelerate set up {accelerator.num_processes}; "
+                "each process would train alone. Launch with torchrun or `accelerate launch --multi_gpu`"
+            )
+        self.is_main = accelerator.is_main_process
+        self.rank = accelerator.process_index
+        self.world_size = accelerator.num_processes
+        self.device = accelerator.device
+        self.metrics = MetricsLog(self.training_dir / "metrics.jsonl", enabled=self.is_main)
+        resuming = self._check_folder()
+
+        from .data import PairSource, PairStream
+
+        self.kind = args.resolved_kind()
+        self.distill_only = args.distill_only()
+        self.source = self.stream = None
+        if args.data:
+            self.source = PairSource(
+                args.data,
+                columns=args.column_pair() or None,
+                lang=args.lang,
+                split=args.split,
+                data_config=args.data_config,
+                skip_bad_lines=args.skip_bad_lines,
+            )
+            if not self.distill_only and not resuming:
+                from .language_check import check_declared_language
+
+                check_declared_language(self.source, args.lang, self.kind)
+            self.stream = PairStream(
+                self.source,
+                batch_size=args.batch_size,
+                shuffle_buffer=args.shuffle_buffer,
+                seed=args.seed,
+                rank=self.rank,
+                world_size=self.world_size,
+            )
+        self.pool = None
+        if args.teacher_cache:
+            from .distill import TeacherPool
+
+            self.pool = TeacherPool(args.teacher_cache, seed=args.seed, rank=self.rank, world_size=self.world_size)
+        self.distilling = self.pool is not None and args.distill_weight > 0
+        self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
+        self._build_model(resuming)
+        self.state = TrainState(positions=[0] * self.world_size)
+        self.accelerator.register_for_checkpointing(self.state)
+        if resuming:
+            self.checkpoints.load(self.accelerator, self.rank)
+            self.metrics.trim_to(self.state.step, self._say)
+            state = self.state
+            self._say(f"resumed at step {state.step} (epoch {state.epoch + 1}, M={state.megabatch_size})")
+        else:
+            self.metrics.start_fresh()
+        self.dev_split = DEV_SPLITS.get(args.dev) if self.is_main else None
+        if self.dev_split is not None:
+            from ..evaluation import sts_dev_score
+
+            sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
+
+    def _check_folder(self) -> bool:
+        """Check --output-dir and --resume against what is there, clear stale temporaries; True when resuming."""
+        args, store = self.args, self.checkpoints
+        check_output_dir(self.output_dir)
+        legacy = store.legacy()
+        if args.resume and not store.exists():
+            if legacy is not None:
+                raise PSPInputError(
+                    f"--resume: {legacy} is a checkpoint of an earlier psp-hf version, which cannot be resumed; "
+                    f"remove {self.training_dir} to start afresh"
+                )
+            raise PSPInputError(f"--resume: no checkpoint at {store.pointer}")
+        if not args.resume and (store.exists() or legacy is not None):
+            found = store.pointer if store.exists() else legacy
+            raise PSPInputError(
+                f"--output-dir {self.output_dir} already holds a training run ({found}); "
+                "pass --resume to continue it or choose another --output-dir"
+            )
+        if args.resume:
+            self._check_resume_args(store.run_info())
+        self.accelerator.wait_for_everyone()
+        if self.is_main:
+            for path in store.remove_stale(self.output_dir):
+                self._say(f"removed {path}, left by an earlier run that was killed")
+        self.accelerator.wait_for_everyone()
+        return args.resume
+
+    def _check_resume_args(self, saved_run: dict) -> None:
+        # A checkpoint written before a setting existed ran with that setting's default.
+        saved = {**TrainingArguments().to_dict(), **saved_run.get("args", {})}
+        current = self.args.to_dict()
+        changed = [name for name in RESUME_FIXED if saved.get(name) != current.get(name)]
+        if changed:
+            details = "; ".join(
+                f"--{name.replace('_', '-')} was {saved.get(name)!r}, now {current.get(name)!r}" for name in changed
+            )
+            raise PSPInputError(f"--resume: settings differ from the checkpointed run: {details}")
+        if saved_run.get("world_size") != self.world_size:
+            raise PSPInputError(
+                f"--resume: the checkpoint was written by {saved_run.get('world_size')} process(es), "
+                f"this run has {self.world_size}; resume with the same number of processes"
+            )
+
+    def _texts(self, limit: int):
+        from .model_setup import training_texts
+
+        return training_texts(self.source, self.pool, limit)
+
+    def _build_model(self, resuming: bool) -> None:
+        from ..encoder import PSPEncoder
+        from .encoder_module import TrainingEncoder
+        from .model_setup import initialise, load_or_train_tokenizer
+        from .optimizer import make_optimizers
+
+        args = self.args
+        self.tokenizer = load_or_train_tokenizer(
+            args,
+            self.training_dir / "tokenizer",
+            self._texts,
+            self.is_main,
+            self.accelerator.wait_for_everyone,
+            self._say,
+            resuming,
+        )
+        self.backend = self.tokenizer.backend_tokenizer
+        self.backend.no_padding()
+        self.backend.no_truncation()
+        encoder = PSPEncoder.from_tokenizer(
+            self.tokenizer,
+            hidden_size=args.dim,
+            seed=args.seed,
+            use_piece_weights=args.piece_weights != "none",
+            initializer_range=args.init_std,
+        )
+        self.model = encoder.model
+        if self.distilling:
+            self.pool.tokenize(encoder)
+        if not resuming:
+            teacher = self.pool.teacher if self.pool is not None else None
+            initialise(encoder, args, teacher, self._texts, self._say)
+        if self.model.piece_weights is not None:
+            # SIF weights are frequencies, not parameters: they stay as computed.
+            self.model.piece_weights.requires_grad_(False)
+        self.projection = None
+        if self.distilling and self.pool.dim != args.dim:
+            torch.manual_seed(args.seed + 1)
+            self.projection = torch.nn.Linear(args.dim, self.pool.dim, bias=False)
+        self.sparse = self._use_sparse()
+        self.model.embeddings.sparse = self.sparse
+        self.encoder_module = self.accelerator.prepare(
+            TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection)
+        )
+        self.encoder_module.train()
+        table, *others = self._trainable()
+        self.optimizers = [
+            self.accelerator.prepare(optimizer) for optimizer in make_optimizers(table, others, args.lr, self.sparse)
+        ]
+        self.miner = MegaBatchMiner(args.megabatch_size, args.megabatch_anneal, pool=args.resolved_negatives())
+
+    def _use_sparse(self) -> bool:
+        if self.args.sparse != "auto":
+            return self.args.sparse == "on"
+        # NCCL cannot all-reduce sparse tensors; gloo (CPU processes) can.
+        return not (self.world_size > 1 and self.device.type == "cuda")
+
+    def _trainable(self) -> list[torch.nn.Parameter]:
+        """The table first, then the other trainable parameters (piece weights if learned, the projection)."""
+        table = self.model.embeddings.weight
+        others = [p for p in self.model.parameters() if p is not table and p.requires_grad]
+        if self.projection is not None:
+            others += list(self.projection.parameters())
+        return [table, *others]
+
+    def _cpu_encoder(self):
+        from ..encoder import PSPEncoder
+        from ..modeling import PSPModel
+
+        model = self.model
+        if next(model.parameters()).device.type != "cpu":
+            copy = PSPModel(model.config)
+            copy.load_state_dict({name: tensor.cpu() for name, tensor in model.state_dict().items()})
+            model = copy
+        return PSPEncoder(model, self.tokenizer)
+
+    def _describe(self) -> None:
+        """One line on what is trained on what (and one on the teacher pool)."""
+        args = self.args
+        optimizer_text = "sparse lazy Adam" if self.sparse else "dense Adam"
+        machine = f"{self.world_size} process(es) on {self.device.type}; vocab {len(self.tokenizer)}, dim {args.dim}"
+        if self.source is not None and not self.distill_only:
+            self._say(
+                f"{self.kind} pairs from {self.source.description} (columns {self.source.first_column}, "
+                f"{self.source.second_column}); negatives from {args.resolved_negatives()}; {optimizer_text}; "
+                f"{machine}"
+            )
+        if self.pool is not None:
+            role = (
+                "distillation only"
+                if self.distill_only
+                else f"distillation weight {args.distill_weight}, margin weight {args.margin_weight}"
+                if self.distilling
+                else "negative filter only"
+            )
+            self._say(
+                f"teacher {self.pool.teacher} (dim {self.pool.dim}) on {len(self.pool)} pool sentences: {role}"
+                + (
+                    f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"
+                    if self.teacher_threshold is not None
+                    else ""
+                )
+                + (f"; learned projection {args.dim} -> {self.pool.dim}" if self.projection is not None else "")
+                + (f"; {optimizer_text}; {machine}" if self.distill_only else "")
+            )

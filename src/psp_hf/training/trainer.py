@@ -1,0 +1,388 @@
+"""The training loop: one Accelerate loop for one CPU process, several CPU processes, or GPUs.
+
+Per mega-batch: gather M mini-batches from the stream, embed them without gradients, mine hardest negatives,
+then take one optimizer step per mini-batch (margin loss, plus the distillation loss on a pool batch when a
+teacher cache is given). Checkpoints are written at mega-batch boundaries (a mega-batch is mined with one set
+of weights; cutting it would change the negatives on resume). Dropout masks come from a generator seeded by
+(seed, process, step), so a resumed run draws the same masks without replaying the RNG.
+
+Layout of `--output-dir`:
+
+    config.json, model.safetensors, tokenizer*.json, *.py   the final Hub-format model (and README.md, its card)
+    training/checkpoint.json, training/checkpoint-N/        the last checkpoint (for --resume; see checkpoint.py)
+    training/best.safetensors                               weights with the best dev score so far
+    training/tokenizer/                                     the tokenizer the run uses
+    training/args.json, training/metrics.jsonl              settings and one JSON line per log/eval
+    training/projection.safetensors                         W (distillation with --dim != the teacher's dim)
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..errors import PSPInputError
+from .arguments import TrainingArguments
+from .checkpoint import TrainState
+from .distillation_loss import distill_loss
+from .export import finish_run
+from .margin_loss import margin_loss
+from .metrics_log import LogWindow, peak_rss_mb
+from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
+from .optimizer import clip_grad_norm
+from .run_setup import RunSetup
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class TrainingStopped(SystemExit):
+    """Raised in the main thread by SIGTERM, so that `finally` blocks remove the run's temporaries."""
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    print("psp train: stopped by SIGTERM; continue with --resume", file=sys.stderr, flush=True)
+    raise TrainingStopped(128 + signum)
+
+
+class Trainer(RunSetup):
+    """Trains a P-SP model as `TrainingArguments` say; `train()` returns the final model folder."""
+
+    def train(self) -> Path:
+        """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
+        previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if _in_main_thread() else None
+        try:
+            return self._train()
+        except OSError as error:
+            if error.errno not in WRITE_ERRORS:
+                raise
+            # A full disk or a folder made read-only mid-run: what was written before stays as it was.
+            where = error.filename or self.output_dir
+            raise PSPInputError(f"cannot write {where}: {error.strerror}") from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _train(self) -> Path:
+        self._setup()
+        args, state = self.args, self.state
+        if self.is_main:
+            self.training_dir.mkdir(parents=True, exist_ok=True)
+            (self.training_dir / "args.json").write_text(json.dumps(args.to_dict(), indent=2), encoding="utf-8")
+        self._describe()
+        if state.step == 0 and not args.resume:
+            score = self.evaluate()
+            if score is not None:
+                self._say(f"untrained model: dev {args.dev} Pearson {score:.2f}")
+
+        from tqdm.auto import tqdm
+
+        self.progress = tqdm(
+            total=args.max_steps or None,
+            initial=state.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=args.quiet or not self.is_main,
+            file=sys.stderr,
+        )
+        self.next_save = (state.step // args.save_every + 1) * args.save_every if args.save_every else None
+        self.window = LogWindow.new(self.device)
+        self.tick = time.perf_counter()
+        stop = bool(args.max_steps and state.step >= args.max_steps)
+        while not stop and state.epoch < args.epochs:
+            stop = self._pool_epoch() if self.distill_only else self._pairs_epoch()
+            if not stop:
+                state.epoch += 1
+                state.positions[self.rank] = 0
+                if self.distill_only:
+                    state.distill_epoch, state.distill_position = state.epoch, 0
+        state.train_seconds += time.perf_counter() - self.tick
+        self.progress.close()
+        state.finished = True
+        if state.last_eval_step != state.step:
+            self.evaluate()
+        self.save_checkpoint()
+        finish_run(self)
+        return self.output_dir
+
+    # ------------------------------------------------------------------------------------------ epochs
+    def _pairs_epoch(self) -> bool:
+        """The rest of the current pass over the pairs; True when --max-steps stopped it."""
+        state = self.state
+        batches = iter(self.stream.minibatches(state.epoch, skip=state.positions[self.rank]))
+        while True:
+            state.megabatch_size = self.miner.size_at(state.step)
+            texts = self._gather_megabatch(batches, state.megabatch_size)
+            if not texts:
+                self._report_bad_lines()
+                return False
+            first = [text for batch in texts for text in batch.first]
+            second = [text for batch in texts for text in batch.second]
+            megabatch = tokenize_megabatch(self.backend, first, second, [len(b) for b in texts]).to(self.device)
+            teacher = self.pool.lookup([*first, *second]) if self.teacher_threshold is not None else None
+            negatives = self._mine(megabatch, teacher)
+            state.teacher_masked += self.miner.last_teacher_masked
+            self.window.masked += self.miner.last_teacher_masked
+            start = 0
+            for batch in texts:
+                distill = self._next_distill_batch() if self.distilling else None
+                result = self._train_step(megabatch, negatives, start, len(batch), distill)
+                start += len(batch)
+                state.positions[self.rank] = batch.position
+                pairs = len(batch) * self.world_size
+                state.pairs_seen += pairs
+                if self._after_step(result, pairs, 0 if distill is None else len(distill[1]) * self.world_size):
+                    return True
+            self._maybe_save()
+
+    def _pool_epoch(self) -> bool:
+        """The rest of the current pass over the pool (distillation only); True when --max-steps stopped it."""
+        # Here the pool's pass is the run's epoch (train() keeps distill_epoch equal to epoch).
+        while self.state.distill_position < self.pool.shard_size:
+            distill = self._next_distill_batch()
+            if self._after_step(self._train_step(None, None, 0, 0, distill), 0, len(distill[1]) * self.world_size):
+                return True
+            self._maybe_save()
+        return False
+
+    def _gather_megabatch(self, batches, size: int) -> list:
+        texts = []
+        for _ in range(size):
+            batch = next(batches, None)
+            if batch is None:
+                break
+            texts.append(batch)
+        if self.world_size > 1:
+            # Every process must take the same number of steps (DDP all-reduces each backward).
+            counts = self.accelerator.gather(torch.tensor([len(texts)], device=self.device))
+            texts = texts[: int(counts.min())]
+        return texts
+
+    def _report_bad_lines(self) -> None:
+        if self.stream.bad_lines and self.is_main:
+            self._say(f"skipped {self.stream.bad_lines} bad line(s) of --data in this pass (--skip-bad-lines)")
+            self.metrics.append({"event": "bad_lines", "step": self.state.step, "count": self.stream.bad_lines})
+        self.stream.bad_lines = 0
+
+    # -------------------------------------------------------------------------------------------- steps
+    def _mine(self, megabatch: MegaBatch, teacher: torch.Tensor | None = None) -> torch.Tensor:
+        with torch.no_grad():
+            embeddings = self.model.embed(megabatch.flat_ids, megabatch.starts)
+        return self.miner.mine(
+            embeddings,
+            megabatch.keys,
+            first_side_only=self.args.one_sided,
+            teacher=teacher,
+            teacher_threshold=self.teacher_threshold,
+        )
+
+    def _next_distill_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The pool stream's next batch (moving on to a new pass when one is used up)."""
+        pool, state, size = self.pool, self.state, self.args.distill_batch_size
+        if state.distill_position >= pool.shard_size:
+            state.distill_epoch += 1
+            state.distill_position = 0
+        rows = pool.rows(state.distill_epoch, state.distill_position, size)
+        state.distill_position += len(rows)
+        state.sentences_seen += len(rows) * self.world_size
+        return tuple(tensor.to(self.device) for tensor in pool.batch(rows))
+
+    def _train_step(
+        self,
+        megabatch: MegaBatch | None,
+        negatives: torch.Tensor | None,
+        start: int,
+        size: int,
+        distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple:
+        """One optimizer step on mini-batch `[start, start + size)` of `megabatch` and/or a distillation batch.
+
+        Returns detached `(loss, grad norm, margin loss or None, distillation loss or None)`.
+        """
+        args = self.args
+        flat_ids = offsets = None
+        if megabatch is not None:
+            first = torch.arange(start, start + size, device=self.device)
+            second = first + megabatch.n_pairs
+            first_negative, second_negative = negatives[first], negatives[second]
+            first_valid = first_negative != NO_NEGATIVE
+            second_valid = second_negative != NO_NEGATIVE
+            # A row without a negative gets a stand-in (masked out of the loss) so shapes stay fixed.
+            first_negative = torch.where(first_valid, first_negative, second)
+            second_negative = torch.where(second_valid, second_negative, first)
+            parts = [first, second, first_negative] + ([] if args.one_sided else [second_negative])
+            flat_ids, offsets = megabatch.bags(torch.cat(parts))
+        project_last = 0
+        if distill is not None:
+            distill_ids, distill_offsets, targets = distill
+            project_last = distill_offsets.numel()
+            if flat_ids is None:
+                flat_ids, offsets = distill_ids, distill_offsets
+            else:  # one forward for both (DDP): the pool's bags after the pairs'
+                offsets = torch.cat([offsets, distill_offsets + flat_ids.numel()])
+                flat_ids = torch.cat([flat_ids, distill_ids])
+        if args.dropout > 0:
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed((args.seed * 1_000_003 + self.state.step * 7919 + self.rank) % 2**62)
+            self.accelerator.unwrap_model(self.encoder_module).generator = generator
+        output = self.encoder_module(flat_ids, offsets, project_last)
+        embeddings, projected = output if project_last else (output, None)
+        loss = margin_part = distill_part = None
+        if megabatch is not None:
+            sides = embeddings[: len(parts) * size].split(size)
+            margin_part = margin_loss(
+                sides[0],
+                sides[1],
+                sides[2],
+                None if args.one_sided else sides[3],
+                args.margin,
+                first_valid.float(),
+                None if args.one_sided else second_valid.float(),
+            )
+            loss = args.margin_weight * margin_part
+        if distill is not None:
+            distill_part = distill_loss(projected, targets)
+            loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        self.accelerator.backward(loss)
+        norm = clip_grad_norm(self._trainable(), args.grad_clip)
+        for optimizer in self.optimizers:
+            optimizer.step()
+        return (
+            loss.detach(),
+            norm,
+            None if margin_part is None else margin_part.detach(),
+            None if distill_part is None else distill_part.detach(),
+        )
+
+    def _after_step(self, result: tuple, pairs: int, sentences: int) -> bool:
+        """Count a step, log and evaluate when due; True when --max-steps is reached."""
+        args, state, window = self.args, self.state, self.window
+        loss, norm, margin_part, distill_part = result
+        state.step += 1
+        window.loss += loss
+        window.norm += norm
+        if margin_part is not None:
+            window.margin += margin_part
+        if distill_part is not None:
+            window.distill += distill_part
+        window.steps += 1
+        window.pairs += pairs
+        window.sentences += sentences
+        self.progress.update(1)
+        at_limit = bool(args.max_steps and state.step >= args.max_steps)
+        if state.step % args.log_every == 0 or at_limit:
+            self._stop_clock()
+            self._log_window()
+        if args.eval_every and state.step % args.eval_every == 0:
+            self._stop_clock()
+            self.evaluate()
+            self.tick = time.perf_counter()
+        return at_limit
+
+    def _log_window(self) -> None:
+        state, window = self.state, self.window
+        steps = max(window.steps, 1)
+        mean_loss = float(window.loss) / steps
+        record = {
+            "event": "train",
+            "step": state.step,
+            "epoch": state.epoch + 1,
+            "loss": mean_loss,
+            "grad_norm": float(window.norm) / steps,
+            "megabatch_size": state.megabatch_size,
+            "pairs_seen": state.pairs_seen,
+            "pairs_per_s": window.pairs / max(window.seconds, 1e-9),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+        if self.pool is not None:
+            if not self.distill_only:
+                record["margin_loss"] = float(window.margin) / steps
+            if self.distilling:
+                record.update(
+                    {
+                        "distill_loss": float(window.distill) / steps,
+                        "sentences_seen": state.sentences_seen,
+                        "distill_epoch": state.distill_epoch + 1,
+                        "sentences_per_s": window.sentences / max(window.seconds, 1e-9),
+                    }
+                )
+            if self.teacher_threshold is not None:
+                record["teacher_masked"] = window.masked
+        self.metrics.append(record)
+        self.progress.set_postfix(loss=f"{mean_loss:.3f}", M=state.megabatch_size, refresh=False)
+        self.window = LogWindow.new(self.device)
+
+    def _stop_clock(self) -> None:
+        """Add the time since the last tick to the training time and the log window (before non-training work)."""
+        now = time.perf_counter()
+        self.state.train_seconds += now - self.tick
+        self.window.seconds += now - self.tick
+        self.tick = now
+
+    # ------------------------------------------------------------------------------ evaluate and save
+    def evaluate(self) -> float | None:
+        """Dev score of the current weights (main process; None elsewhere or without a dev set)."""
+        if self.dev_split is None:
+            return None
+        from ..evaluation import sts_dev_score
+        from .export import save_weights
+
+        score = sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
+        state = self.state
+        state.last_score, state.last_eval_step = score, state.step
+        if state.step > 0 and (state.best_score is None or score > state.best_score):
+            state.best_score, state.best_step = score, state.step
+            if self.args.keep == "best":
+                save_weights(self.model, self.training_dir / "best.safetensors")
+        self.metrics.append(
+            {
+                "event": "eval",
+                "step": state.step,
+                "epochs_done": state.epoch,
+                f"dev_{self.args.dev}_pearson": score,
+                "best": state.best_score,
+                "best_step": state.best_step,
+            }
+        )
+        return score
+
+    def _maybe_save(self) -> None:
+        if self.next_save is not None and self.state.step >= self.next_save:
+            self._stop_clock()
+            self.save_checkpoint()
+            self.next_save = (self.state.step // self.args.save_every + 1) * self.args.save_every
+            self.tick = time.perf_counter()
+
+    def save_checkpoint(self) -> None:
+        """Save the run's state (every process must call this; each writes its RNG state)."""
+        state = self.state
+        state.positions = self._gather_positions(state.positions[self.rank])
+        run_info = {"args": self.args.to_dict(), "world_size": self.world_size}
+        self.checkpoints.save(self.accelerator, self.is_main, run_info, state.step, state.finished)
+
+    def _gather_positions(self, position: int) -> list[int]:
+        if self.world_size == 1:
+            return [position]
+        gathered = self.accelerator.gather(torch.tensor([position], device=self.device))
+        return [int(value) for value in gathered.cpu().tolist()]
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def train(args: TrainingArguments) -> Path:
+    """Train as `args` say and return the final model folder."""
+    return Trainer(args).train()
+
+
+__all__ = ["TrainState", "Trainer", "TrainingArguments", "TrainingStopped", "train"]
