@@ -14,7 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.data_folder import data_dir, iter_tsv
+from psp_hf.data_folder import data_dir
+from psp_hf.io import iter_tsv
 from psp_hf.training.checkpoint import read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +92,10 @@ def require_data() -> Path:
 def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
     root = require_data()
     pairs = tmp_path / "pairs.tsv"
-    rows = iter_tsv(root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz")
+    rows = (
+        fields
+        for _, fields in iter_tsv(root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz", header=True)
+    )
     lines = ["sentence1\tsentence2"] + [f"{row[1]}\t{row[2]}" for _, row in zip(range(8000), rows, strict=False)]
     pairs.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "model"

@@ -33,17 +33,6 @@ def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
     return folder
 
 
-def iter_tsv(path: str | os.PathLike) -> Iterator[list[str]]:
-    """Rows of a headed TSV file (header skipped): `psp_hf.io.iter_tsv(path, header=True)` without line numbers.
-
-    Kept for older callers; new code calls `psp_hf.io.iter_tsv`, whose rows carry their line numbers.
-    """
-    from .io import iter_tsv as numbered_rows
-
-    for _, fields in numbered_rows(path, header=True):
-        yield fields
-
-
 def sts_sentences(root: str | os.PathLike | None = None) -> list[str]:
     """Every sentence of STS 2012–2016 (both sides, file order)."""
     sentences: list[str] = []

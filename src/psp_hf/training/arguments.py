@@ -137,7 +137,7 @@ class TrainingArguments:
     teacher_cache: str | None = field(
         default=None,
         metadata=_arg(
-            "folder of teacher embeddings made by `python -m psp_hf.data.teacher_labels`: its sentences "
+            "folder of teacher embeddings made by `psp prepare label`: its sentences "
             "form a second stream of (sentence, teacher vector) batches for the distillation loss"
         ),
     )
@@ -254,9 +254,7 @@ class TrainingArguments:
                 f"--distill-weight and --margin-weight must be >= 0, got {self.distill_weight}, {self.margin_weight}"
             )
         if self.distill_weight > 0 and not self.teacher_cache:
-            raise PSPInputError(
-                "--distill-weight needs --teacher-cache (a folder made by python -m psp_hf.data.teacher_labels)"
-            )
+            raise PSPInputError("--distill-weight needs --teacher-cache (a folder made by psp prepare label)")
         if self.teacher_cache and not Path(self.teacher_cache).is_dir():
             raise PSPInputError(f"--teacher-cache {self.teacher_cache}: no such folder")
         if self.teacher_cache and self.distill_weight == 0 and (self.margin_weight == 0 or not self.data):

@@ -67,8 +67,8 @@ class TeacherPool:
         meta = cache.meta()
         if meta is None or not cache.chunk_files():
             raise PSPInputError(
-                f"--teacher-cache {cache_dir}: no teacher labels there (run python -m "
-                "psp_hf.data.teacher_labels --corpus POOL --cache FOLDER first)"
+                f"--teacher-cache {cache_dir}: no teacher labels there (run psp prepare "
+                "label --corpus POOL --cache FOLDER first)"
             )
         self.directory = Path(cache_dir)
         self.meta = meta
