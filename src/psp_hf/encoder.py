@@ -15,7 +15,7 @@ import numpy as np
 from .errors import PSPInputError
 from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, word_boundary_id
 from .piece_cache import WordPieceCache
-from .pooling import apply_unknown_rule, pool_bags_fast
+from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
 if TYPE_CHECKING:
     import torch
@@ -262,6 +262,11 @@ class PSPEncoder:
 
     # ----------------------------------------------------------------------------- properties
     @property
+    def tokenizer_size(self) -> int:
+        """Number of pieces the tokenizer can produce (the table may have more rows)."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
     def dim(self) -> int:
         """Dimension of the embeddings."""
         return self.settings.hidden_size
@@ -365,6 +370,7 @@ class PSPEncoder:
             out = np.empty((n, self.dim), dtype=np.float32)
         elif out.shape != (n, self.dim) or out.dtype != np.float32:
             raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+        prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
         starts = range(0, n, batch_size)

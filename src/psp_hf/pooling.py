@@ -7,6 +7,7 @@ torch versions.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import numpy as np
@@ -64,6 +65,17 @@ def apply_unknown_rule(
 BULK_PIECES = 2_000_000
 
 
+# From this many sentences on, importing torch (about a second) is repaid by its faster pooling.
+BULK_SENTENCES = 100_000
+
+
+def prepare_bulk(n_sentences: int) -> None:
+    """Load torch for pooling when `n_sentences` is a bulk job and torch is installed (see `pool_bags_fast`)."""
+    if n_sentences >= BULK_SENTENCES and "torch" not in sys.modules:
+        with contextlib.suppress(ImportError):
+            import torch  # noqa: F401
+
+
 def pool_bags_fast(
     table: np.ndarray,
     flat_ids: np.ndarray,
@@ -77,7 +89,8 @@ def pool_bags_fast(
     Both give the same numbers for mean, max and sum (torch's embedding_bag adds each bag's rows in order, as
     the numpy code does); weighted means may differ in the last bit.
     """
-    if "torch" not in sys.modules and len(flat_ids) < BULK_PIECES:
+    prepare_bulk(BULK_SENTENCES if len(flat_ids) >= BULK_PIECES else 0)
+    if "torch" not in sys.modules:
         return pool_bags(table, flat_ids, offsets, piece_weights, mode, out)
     import torch
 
