@@ -23,7 +23,8 @@ class PSPConfig(PretrainedConfig):
         word_boundary_token_id (`int`, *optional*):
             Id of the bare word-boundary piece ("▁"). With `drop_unknown`, a sentence made only of it and unknown
             pieces (out-of-vocabulary characters) counts as having nothing else, so it gets the unknown piece's
-            embedding rather than the boundary piece's.
+            embedding rather than the boundary piece's. -1: no such rule (the original P-SP code's behaviour);
+            unset: psp takes the tokenizer's boundary piece.
         use_piece_weights (`bool`, *optional*, defaults to `False`):
             Weighted mean with one learned or frequency-based weight per piece (SIF-style).
         initializer_range (`float`, *optional*, defaults to 1.0):

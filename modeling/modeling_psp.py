@@ -124,6 +124,7 @@ class PSPModel(PSPPreTrainedModel):
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
         if self.config.drop_unknown:
             boundary = getattr(self.config, "word_boundary_token_id", None)
+            boundary = boundary if boundary is not None and boundary >= 0 else None
             flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, self.config.unk_token_id, boundary)
         weights = None if self.piece_weights is None else self.piece_weights[flat_ids]
         return pool_bags(self.embeddings.weight, flat_ids, offsets, weights, self.config.pooling)

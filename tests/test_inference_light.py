@@ -225,3 +225,14 @@ def test_save_pretrained_writes_no_card_and_rejects_card_arguments(folder, tmp_p
     np.testing.assert_array_equal(psp_hf.load(out).encode(CORPUS[:3]), encoder.encode(CORPUS[:3]))
     with pytest.raises(TypeError, match="write_model_card"):
         encoder.save_pretrained(tmp_path / "again", language="en")
+
+
+def test_boundary_rule_can_be_switched_off_like_the_original_code(folder):
+    tokenizer = psp_hf.load(folder).tokenizer
+    original = PSPEncoder.from_tokenizer(tokenizer, hidden_size=8, seed=5, word_boundary_token_id=-1)
+    boundary = psp_hf.load(folder).settings.word_boundary_token_id
+    table = original._weights()[0]
+    np.testing.assert_array_equal(original.encode("☃☃"), table[boundary])  # the bare boundary piece's row
+    with torch.no_grad():
+        forward = original.model(**tokenizer(["☃☃"], return_tensors="pt")).sentence_embedding.numpy()
+    np.testing.assert_array_equal(forward[0], table[boundary])

@@ -121,9 +121,11 @@ class PSPEncoder:
                 f"{where}tokenizer has {tokenizer_size} pieces but the model's table only {settings.vocab_size} rows"
             )
         tokenizer_config = json.loads(backend.to_str())
-        if settings.word_boundary_token_id is None:
+        if settings.word_boundary_token_id is None:  # not set (older folders): the tokenizer's boundary piece
             boundary = word_boundary_id(tokenizer_config, backend)
-            settings = PSPSettings(**{**settings.__dict__, "word_boundary_token_id": boundary})
+            settings = PSPSettings(
+                **{**settings.__dict__, "word_boundary_token_id": -1 if boundary is None else boundary}
+            )
         self.settings = settings
         self._folder = folder
         self._model = None
@@ -149,7 +151,9 @@ class PSPEncoder:
         from .modeling import PSPConfig, PSPModel
 
         backend = _private_backend(tokenizer.backend_tokenizer)
-        config_kwargs.setdefault("word_boundary_token_id", word_boundary_id(json.loads(backend.to_str()), backend))
+        if config_kwargs.get("word_boundary_token_id") is None:
+            boundary = word_boundary_id(json.loads(backend.to_str()), backend)
+            config_kwargs["word_boundary_token_id"] = -1 if boundary is None else boundary
         config = PSPConfig(
             vocab_size=len(tokenizer),
             hidden_size=hidden_size,
@@ -338,7 +342,8 @@ class PSPEncoder:
         """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""
         s = self.settings
         if s.drop_unknown:
-            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, s.unk_token_id, s.word_boundary_token_id)
+            boundary = s.word_boundary_token_id if s.word_boundary_token_id >= 0 else None
+            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, s.unk_token_id, boundary)
         table, piece_weights = self._weights()
         weights = None if piece_weights is None else piece_weights[flat_ids]
         return pool_bags_fast(table, flat_ids, offsets, weights, s.pooling, out=out)
