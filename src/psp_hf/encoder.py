@@ -146,9 +146,8 @@ class PSPEncoder:
         **config_kwargs,
     ) -> PSPEncoder:
         """A new model with a randomly initialised table sized for `tokenizer`."""
+        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
         import torch
-
-        from .modeling import PSPConfig, PSPModel
 
         backend = _private_backend(tokenizer.backend_tokenizer)
         if config_kwargs.get("word_boundary_token_id") is None:
@@ -189,7 +188,7 @@ class PSPEncoder:
                 f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
                 "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
             )
-        from .modeling import PSPConfig, PSPModel
+        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
         from .sentence_transformers_layout import write_sentence_transformers_files
 
         directory = Path(directory)
@@ -218,9 +217,8 @@ class PSPEncoder:
     def model(self) -> PSPModel:
         """The transformers `PSPModel` (built on first use; shares the table with this encoder)."""
         if self._model is None:
+            PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
             import torch
-
-            from .modeling import PSPConfig, PSPModel
 
             config = PSPConfig(**self.settings.__dict__)
             with torch.device("meta"):
@@ -410,6 +408,17 @@ class PSPEncoder:
         from .similarity import cosine_pairs
 
         return cosine_pairs(a, b)
+
+
+def _modeling():
+    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
+    try:
+        from . import modeling
+    except ImportError as error:
+        raise ImportError(
+            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
+        ) from error
+    return modeling
 
 
 def _private_backend(backend):
