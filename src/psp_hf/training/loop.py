@@ -887,11 +887,13 @@ class Trainer:
         bar_was_enabled = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # transformers draws a bar for writing one small file
         try:
+            from ..hub.card import write_model_card
+
+            encoder.save_pretrained(staging)
             try:
-                encoder.save_pretrained(staging, language=language, training_info=training_info)
+                write_model_card(staging, encoder, language=language, training_info=training_info)
             except PSPInputError as error:  # no card template for this language: the model is still usable
                 self._say(f"no model card written: {error}")
-                encoder.save_pretrained(staging)
             umask = os.umask(0)
             os.umask(umask)
             for path in sorted(staging.rglob("*"), key=lambda p: len(p.parts)):
