@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import PSPInputError
-from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, word_boundary_id
+from .model_folder import (
+    PSPSettings,
+    read_settings,
+    read_tokenizer,
+    read_weights,
+    resolve_model_path,
+    word_boundary_id,
+)
 from .piece_cache import WordPieceCache
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
@@ -22,40 +29,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
     from .modeling import PSPModel
-
-# What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
-MODEL_FILES = [
-    "config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "configuration_psp.py",
-    "modeling_psp.py",
-]
-
-
-def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = None, token=None) -> Path:
-    """A local folder as it is; anything else is a Hub repo id, downloaded (or found in the HF cache)."""
-    path = Path(id_or_path)
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
-        raise FileNotFoundError(f"{id_or_path}: no such model folder")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    try:
-        return Path(
-            snapshot_download(repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES)
-        )
-    except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
-        raise FileNotFoundError(
-            f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''})"
-        ) from error
 
 
 def _portable_tokenizer_class(directory: Path) -> None:
