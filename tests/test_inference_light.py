@@ -48,6 +48,9 @@ vectors = model.encode(["A man is playing a guitar.", "Zwei Hunde."], normalize_
 assert vectors.shape == (2, 8)
 assert main(["info", sys.argv[1]]) == 0
 assert main(["embed", sys.argv[2], "-m", sys.argv[1], "-o", sys.argv[3], "-q"]) == 0
+with open(sys.argv[2] + ".tsv", "w", encoding="utf-8") as pairs:
+    pairs.write("A man.\tTwo dogs.\n")
+assert main(["score", sys.argv[2] + ".tsv", "-m", sys.argv[1], "-o", sys.argv[3] + ".tsv", "-q"]) == 0
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in sys.argv[4].split(","))))
 """
 
@@ -64,6 +67,7 @@ def test_load_encode_and_cli_import_no_heavy_library(folder, tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
     assert np.load(tmp_path / "o.npy").shape == (1, 8)
+    assert (tmp_path / "o.npy.tsv").read_text(encoding="utf-8").splitlines()[1].startswith("A man.\tTwo dogs.\t")
 
 
 # --------------------------------------------------------------------------------------------- same numbers
