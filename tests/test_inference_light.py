@@ -49,7 +49,7 @@ assert vectors.shape == (2, 8)
 assert main(["info", sys.argv[1]]) == 0
 assert main(["embed", sys.argv[2], "-m", sys.argv[1], "-o", sys.argv[3], "-q"]) == 0
 with open(sys.argv[2] + ".tsv", "w", encoding="utf-8") as pairs:
-    pairs.write("A man.\tTwo dogs.\n")
+    pairs.write("A man.\\tTwo dogs.\\n")
 assert main(["score", sys.argv[2] + ".tsv", "-m", sys.argv[1], "-o", sys.argv[3] + ".tsv", "-q"]) == 0
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in sys.argv[4].split(","))))
 """
