@@ -34,27 +34,33 @@ def build_model(vocab: int, dim: int) -> Path:
 
 
 def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: int) -> dict:
-    """Runs inside a child process whose thread environment is already set."""
+    """Runs inside a child process whose thread environment is already set.
+
+    "psp-hf" loads torch first (as a training or notebook process has), so encode pools with torch's
+    embedding_bag; "psp-hf numpy" never imports torch (the light path of `psp embed` on a small file).
+    """
     import numpy as np
-    import torch
 
     from psp_hf import PSPEncoder
     from psp_hf.data_folder import sts_sentences
 
-    torch.set_num_threads(threads)
+    if engine == "psp-hf":
+        import torch
+
+        torch.set_num_threads(threads)
     sentences = sts_sentences()[:n_sentences]
     encoder = PSPEncoder.from_pretrained(folder)
-    if engine == "psp-hf":
+    if engine.startswith("psp-hf"):
 
         def run():
             return encoder.encode(sentences, batch_size=1024)
     else:
         from model2vec import StaticModel
 
-        table = encoder.model.embeddings.weight.detach().numpy()
+        table = encoder._weights()[0]
         static = StaticModel(
-            vectors=table[: len(encoder.tokenizer)],
-            tokenizer=encoder.tokenizer.backend_tokenizer,
+            vectors=table[: encoder.tokenizer_size],
+            tokenizer=encoder._backend,
             normalize=False,
             max_length=None,
         )
@@ -101,7 +107,7 @@ def main() -> None:
             RAYON_NUM_THREADS=str(threads),
             TOKENIZERS_PARALLELISM="true",
         )
-        for engine in ("psp-hf", "model2vec"):
+        for engine in ("psp-hf", "psp-hf numpy", "model2vec"):
             child = subprocess.run(
                 [
                     sys.executable,
@@ -125,7 +131,7 @@ def main() -> None:
     by_key = {(r["threads"], r["engine"]): r for r in results}
     for r in results:
         ratio = ""
-        if r["engine"] == "psp-hf":
+        if r["engine"].startswith("psp-hf"):
             ratio = f"{r['sentences_per_s'] / by_key[(r['threads'], 'model2vec')]['sentences_per_s']:.2f}x"
         print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {ratio} |")
 

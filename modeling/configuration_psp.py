@@ -20,6 +20,11 @@ class PSPConfig(PretrainedConfig):
         drop_unknown (`bool`, *optional*, defaults to `True`):
             P-SP's rule: unknown pieces are dropped unless a sentence has nothing else, in which case the
             sentence is the unknown piece's embedding (an empty sentence too).
+        word_boundary_token_id (`int`, *optional*):
+            Id of the bare word-boundary piece ("▁"). With `drop_unknown`, a sentence made only of it and unknown
+            pieces (out-of-vocabulary characters) counts as having nothing else, so it gets the unknown piece's
+            embedding rather than the boundary piece's. -1: no such rule (the original P-SP code's behaviour);
+            unset: psp takes the tokenizer's boundary piece.
         use_piece_weights (`bool`, *optional*, defaults to `False`):
             Weighted mean with one learned or frequency-based weight per piece (SIF-style).
         initializer_range (`float`, *optional*, defaults to 1.0):
@@ -38,6 +43,7 @@ class PSPConfig(PretrainedConfig):
         unk_token_id: int = 0,
         drop_unknown: bool = True,
         use_piece_weights: bool = False,
+        word_boundary_token_id: int | None = None,
         initializer_range: float = 1.0,
         **kwargs,
     ):
@@ -51,6 +57,7 @@ class PSPConfig(PretrainedConfig):
         self.unk_token_id = unk_token_id
         self.drop_unknown = drop_unknown
         self.use_piece_weights = use_piece_weights
+        self.word_boundary_token_id = word_boundary_token_id
         self.initializer_range = initializer_range
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 

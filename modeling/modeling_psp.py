@@ -14,32 +14,35 @@ from .configuration_psp import PSPConfig
 
 
 def apply_unknown_rule(
-    flat_ids: torch.Tensor, offsets: torch.Tensor, unk_token_id: int
+    flat_ids: torch.Tensor, offsets: torch.Tensor, unk_token_id: int, boundary_token_id: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop unknown pieces from each bag unless nothing else remains; an empty bag becomes one unknown.
+    """Drop unknown pieces from each bag unless it has nothing else; a bag without content becomes one unknown.
 
     `flat_ids` holds the pieces of all sentences back to back and `offsets[i]` is where sentence i starts.
-    Returns new `(flat_ids, offsets)` in the same layout.
+    Content is any piece but the unknown one and, when given, the bare word-boundary piece that the tokenizer
+    puts before a word it cannot segment: a sentence of only out-of-vocabulary characters is then the unknown
+    piece, not the boundary piece. Returns new `(flat_ids, offsets)` in the same layout.
     """
     n = offsets.numel()
     lengths = torch.diff(offsets, append=offsets.new_tensor([flat_ids.numel()]))
     bag = torch.repeat_interleave(torch.arange(n, device=flat_ids.device), lengths)
-    known = flat_ids != unk_token_id
-    known_per_bag = torch.bincount(bag[known], minlength=n)
-    # A bag of only unknown pieces keeps them: their mean is the unknown embedding, as if one were kept.
-    keep = known | (known_per_bag[bag] == 0)
-    if bool(keep.all()) and bool((lengths > 0).all()):
+    unknown = flat_ids == unk_token_id
+    content = ~unknown
+    if boundary_token_id is not None:
+        content &= flat_ids != boundary_token_id
+    content_per_bag = torch.bincount(bag[content], minlength=n)
+    if not bool(unknown.any()) and bool((content_per_bag > 0).all()):
         return flat_ids, offsets
-    ids, bag = flat_ids[keep], bag[keep]
-    empty = torch.nonzero(torch.bincount(bag, minlength=n) == 0).flatten()
-    if empty.numel():
-        ids = torch.cat([ids, torch.full_like(empty, unk_token_id)])
-        bag = torch.cat([bag, empty])
-        order = torch.argsort(bag, stable=True)
-        ids, bag = ids[order], bag[order]
-    new_lengths = torch.bincount(bag, minlength=n)
+    empty = content_per_bag == 0
+    keep = ~unknown & ~empty[bag]
+    new_lengths = torch.bincount(bag[keep], minlength=n)
+    new_lengths[empty] = 1
     new_offsets = torch.zeros_like(offsets)
     new_offsets[1:] = torch.cumsum(new_lengths, 0)[:-1]
+    ids = torch.full((int(new_lengths.sum()),), unk_token_id, dtype=flat_ids.dtype, device=flat_ids.device)
+    kept_positions = torch.ones(ids.numel(), dtype=torch.bool, device=ids.device)
+    kept_positions[new_offsets[empty]] = False
+    ids[kept_positions] = flat_ids[keep]
     return ids, new_offsets
 
 
@@ -120,7 +123,9 @@ class PSPModel(PSPPreTrainedModel):
     def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
         if self.config.drop_unknown:
-            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, self.config.unk_token_id)
+            boundary = getattr(self.config, "word_boundary_token_id", None)
+            boundary = boundary if boundary is not None and boundary >= 0 else None
+            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, self.config.unk_token_id, boundary)
         weights = None if self.piece_weights is None else self.piece_weights[flat_ids]
         return pool_bags(self.embeddings.weight, flat_ids, offsets, weights, self.config.pooling)
 

@@ -44,7 +44,7 @@ def test_unknown_rule_drops_unknowns_unless_nothing_else():
     offsets = torch.tensor([0, 3, 5, 5])  # [5,0,6] | [0,0] | [] | [7]
     new_ids, new_offsets = apply_unknown_rule(ids, offsets, unk_token_id=0)
     bags = np.split(new_ids.numpy(), new_offsets.numpy()[1:])
-    assert [b.tolist() for b in bags] == [[5, 6], [0, 0], [0], [7]]
+    assert [b.tolist() for b in bags] == [[5, 6], [0], [0], [7]]
 
 
 def test_unknown_rule_is_identity_without_unknowns():

@@ -9,8 +9,8 @@ from .errors import PSPInputError
 
 __version__ = "0.1.0"
 
-# torch and transformers take seconds to import; load them only when a model class is first used, so that
-# `psp --help` and the data tools start fast.
+# Loaded on first use: `load`/`PSPEncoder` need only numpy, safetensors and tokenizers; the model classes need
+# torch and transformers, which take seconds to import. So `import psp_hf` and `psp --help` start fast.
 _LAZY = {
     "PSPEncoder": "psp_hf.encoder",
     "load": "psp_hf.encoder",

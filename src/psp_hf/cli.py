@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -46,66 +48,156 @@ def _parse_columns(value: str) -> tuple[int, int]:
     return first - 1, second - 1
 
 
+def _check_batch_size(value: int) -> None:
+    if value < 1:
+        raise PSPInputError(f"--batch-size must be at least 1, got {value}")
+
+
+class _Skipped:
+    """Bad lines skipped so far: a count and the first few line numbers (memory stays small)."""
+
+    SHOWN = 10
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[int] = []
+
+    def add(self, number: int) -> None:
+        self.count += 1
+        if len(self.first) < self.SHOWN:
+            self.first.append(number)
+
+    def summary(self, path: str) -> str:
+        more = " …" if self.count > len(self.first) else ""
+        return f"{path}: skipped {self.count} bad line(s): {', '.join(map(str, self.first))}{more}"
+
+
+def _batches(rows, batch_size: int, skip_bad_lines: bool, skipped: _Skipped):
+    """Group `(line_number, parse)` into lists of batch_size parsed rows; a bad row is None when skipped."""
+    batch = []
+    for number, parse in rows:
+        try:
+            batch.append(parse())
+        except PSPInputError:
+            if not skip_bad_lines:
+                raise
+            skipped.add(number)
+            batch.append(None)
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _progress(args: argparse.Namespace, unit: str):
+    if not _progress_wanted(args):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(desc="Encoding", unit=unit, file=sys.stderr)
+
+
 def _cmd_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import load
-    from .io import atomic_path, open_npy_for_writing, read_sentences
+    from .io import NpyRowWriter, _decode, atomic_path, check_input, check_output, iter_raw_lines
+    from .pooling import prepare_bulk
 
-    sentences = read_sentences(args.input, skip_bad_lines=args.skip_bad_lines)
+    _check_batch_size(args.batch_size)
+    check_input(args.input)
+    check_output(args.output)
     model = load(args.model)
-    n_rows = len(sentences.rows) + len(sentences.skipped)
-    with atomic_path(args.output) as tmp:
-        out = open_npy_for_writing(tmp, (n_rows, model.dim))
-        # Row i stays line i + 1 even when lines are skipped: skipped lines get NaN rows.
-        kept = np.asarray(sentences.line_numbers, dtype=np.int64) - 1
-        if sentences.skipped:
-            out[np.asarray([number - 1 for number, _ in sentences.skipped])] = np.nan
-            embeddings = model.encode(
-                sentences.rows,
-                batch_size=args.batch_size,
-                show_progress_bar=_progress_wanted(args),
-                normalize_embeddings=args.normalize,
-            )
-            out[kept] = embeddings
-        else:
-            model.encode(
-                sentences.rows,
-                batch_size=args.batch_size,
-                show_progress_bar=_progress_wanted(args),
-                normalize_embeddings=args.normalize,
-                out=out,
-            )
-        out.flush()
-        del out
-    if sentences.skipped:
-        print(sentences.skipped_summary(args.input) + " (their rows are NaN)", file=sys.stderr)
+    lines = ((number, lambda n=number, r=raw: _decode(args.input, n, r)) for number, raw in iter_raw_lines(args.input))
+    skipped = _Skipped()
+    progress = _progress(args, "line")
+    with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
+        # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN.
+        for batch in _batches(lines, args.batch_size, args.skip_bad_lines, skipped):
+            prepare_bulk(writer.rows + len(batch))
+            good = [text for text in batch if text is not None]
+            embeddings = model.encode(good, batch_size=max(len(good), 1), normalize_embeddings=args.normalize)
+            if len(good) < len(batch):
+                block = np.full((len(batch), model.dim), np.nan, dtype=np.float32)
+                block[[text is not None for text in batch]] = embeddings
+                embeddings = block
+            writer.write(embeddings)
+            if progress is not None:
+                progress.update(len(batch))
+        n_rows = writer.rows
+    if progress is not None:
+        progress.close()
+    if skipped.count:
+        print(skipped.summary(args.input) + " (their rows are NaN)", file=sys.stderr)
     if not args.quiet:
         print(f"wrote {args.output}: {n_rows} x {model.dim} float32 (row i = line i + 1)", file=sys.stderr)
     return 0
 
 
-def _cmd_score(args: argparse.Namespace) -> int:
-    from . import load
-    from .io import atomic_path, read_pairs
+def _pair_parser(path: str, columns: tuple[int, int] | None):
+    from .io import _decode
 
-    pairs = read_pairs(args.input, columns=args.columns, header=args.header, skip_bad_lines=args.skip_bad_lines)
+    def parse(number: int, raw: bytes) -> tuple[str, str]:
+        fields = _decode(path, number, raw).split("\t")
+        if columns is None:
+            if len(fields) != 2:
+                raise PSPInputError(f"{path}:{number}: expected 2 tab-separated columns, got {len(fields)}")
+            return fields[0], fields[1]
+        if len(fields) <= max(columns):
+            raise PSPInputError(
+                f"{path}:{number}: expected at least {max(columns) + 1} tab-separated columns, got {len(fields)}"
+            )
+        return fields[columns[0]], fields[columns[1]]
+
+    return parse
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from . import load
+    from .io import atomic_path, check_input, check_output, iter_raw_lines
+    from .similarity import cosine_pairs
+
+    _check_batch_size(args.batch_size)
+    check_input(args.input)
+    to_stdout = args.output in (None, "-")
+    if not to_stdout:
+        check_output(args.output)
     model = load(args.model)
-    progress = _progress_wanted(args)
-    left = model.encode([a for a, _ in pairs.rows], batch_size=args.batch_size, show_progress_bar=progress)
-    right = model.encode([b for _, b in pairs.rows], batch_size=args.batch_size, show_progress_bar=progress)
-    cosines = model.similarity_pairwise(left, right)
-    lines = ["sentence1\tsentence2\tcosine\n"]
-    lines += [f"{a}\t{b}\t{cosine:.6f}\n" for (a, b), cosine in zip(pairs.rows, cosines, strict=True)]
-    if args.output is None:
-        sys.stdout.writelines(lines)
-    else:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text("".join(lines), encoding="utf-8")
-        if not args.quiet:
-            print(f"wrote {args.output}: {len(pairs.rows)} scored pairs", file=sys.stderr)
-    if pairs.skipped:
-        print(pairs.skipped_summary(args.input) + " (left out of the output)", file=sys.stderr)
+    parse = _pair_parser(args.input, args.columns)
+    rows = (
+        (number, lambda n=number, r=raw: parse(n, r))
+        for number, raw in iter_raw_lines(args.input)
+        if not (args.header and number == 1)
+    )
+    skipped = _Skipped()
+    progress = _progress(args, "pair")
+    written = 0
+    with contextlib.ExitStack() as stack:
+        if to_stdout:
+            handle = sys.stdout
+        else:
+            tmp = stack.enter_context(atomic_path(args.output))
+            handle = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+        handle.write("sentence1\tsentence2\tcosine\n")
+        for batch in _batches(rows, args.batch_size, args.skip_bad_lines, skipped):
+            pairs = [pair for pair in batch if pair is not None]
+            left = model.encode([a for a, _ in pairs], batch_size=max(len(pairs), 1))
+            right = model.encode([b for _, b in pairs], batch_size=max(len(pairs), 1))
+            cosines = cosine_pairs(left, right)
+            handle.write("".join(f"{a}\t{b}\t{c:.6f}\n" for (a, b), c in zip(pairs, cosines, strict=True)))
+            written += len(pairs)
+            if progress is not None:
+                progress.update(len(batch))
+        handle.flush()
+    if progress is not None:
+        progress.close()
+    if not to_stdout and not args.quiet:
+        print(f"wrote {args.output}: {written} scored pairs", file=sys.stderr)
+    if skipped.count:
+        print(skipped.summary(args.input) + " (left out of the output)", file=sys.stderr)
     return 0
 
 
@@ -115,16 +207,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from . import load
 
     model = load(args.model)
-    config = model.model.config
+    settings = model.settings
     info = {
         "model": str(args.model),
-        "vocab_size": config.vocab_size,
-        "tokenizer_pieces": len(model.tokenizer),
-        "hidden_size": config.hidden_size,
-        "pooling": config.pooling,
-        "drop_unknown": config.drop_unknown,
-        "use_piece_weights": config.use_piece_weights,
-        "parameters": sum(p.numel() for p in model.model.parameters()),
+        "vocab_size": settings.vocab_size,
+        "tokenizer_pieces": model.tokenizer_size,
+        "hidden_size": settings.hidden_size,
+        "pooling": settings.pooling,
+        "drop_unknown": settings.drop_unknown,
+        "use_piece_weights": settings.use_piece_weights,
+        "parameters": settings.vocab_size * settings.hidden_size
+        + (settings.vocab_size if settings.use_piece_weights else 0),
     }
     print(json.dumps(info, indent=2))
     return 0
@@ -136,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     embed = sub.add_parser("embed", help="embed a file of sentences (one a line) into a .npy array")
-    embed.add_argument("input", help="text file, one sentence a line (.gz ok)")
+    embed.add_argument("input", help="text file, one sentence a line (.gz ok; - reads stdin)")
     _add_model_argument(embed)
     embed.add_argument("-o", "--output", required=True, help="output .npy file (written atomically)")
     embed.add_argument("--batch-size", type=int, default=1024)
@@ -146,9 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     embed.set_defaults(func=_cmd_embed)
 
     score = sub.add_parser("score", help="cosine similarity of tab-separated sentence pairs")
-    score.add_argument("input", help="TSV file with two columns: sentence1<TAB>sentence2 (.gz ok)")
+    score.add_argument("input", help="TSV file with two columns: sentence1<TAB>sentence2 (.gz ok; - reads stdin)")
     _add_model_argument(score)
-    score.add_argument("-o", "--output", help="output TSV (default: stdout)")
+    score.add_argument("-o", "--output", help="output TSV, written atomically (default or -: stdout)")
     score.add_argument(
         "--columns",
         type=_parse_columns,
@@ -186,14 +279,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         runner = args.func
+    from .io import Terminated
+
     try:
         return int(runner(args) or 0)
     except (PSPInputError, FileNotFoundError) as error:
-        print(f"psp: error: {error}", file=sys.stderr)
-        return 2
+        return _fail(str(error))
+    except BrokenPipeError:
+        # The reader went away (`psp score | head`): stop quietly on stdout, say so once on stderr.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail("output closed early (broken pipe); the rest was not written")
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        return _fail(f"{where}{error.strerror or error}")
     except KeyboardInterrupt:
         print("psp: interrupted", file=sys.stderr)
         return 130
+    except Terminated as terminated:
+        print("psp: terminated; partial output removed", file=sys.stderr)
+        return 128 + terminated.signum
+
+
+def _fail(message: str) -> int:
+    print(f"psp: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -8,48 +8,27 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from tokenizers import Tokenizer
-from transformers import PreTrainedTokenizerFast
 
-from .modeling import PSPConfig, PSPModel
+from .errors import PSPInputError
+from .model_folder import (
+    PSPSettings,
+    read_settings,
+    read_tokenizer,
+    read_weights,
+    resolve_model_path,
+    word_boundary_id,
+)
 from .piece_cache import WordPieceCache
+from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
-# What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
-MODEL_FILES = [
-    "config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "configuration_psp.py",
-    "modeling_psp.py",
-]
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerFast
 
-
-def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = None, token=None) -> Path:
-    """A local folder as it is; anything else is a Hub repo id, downloaded (or found in the HF cache)."""
-    path = Path(id_or_path)
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
-        raise FileNotFoundError(f"{id_or_path}: no such model folder")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    try:
-        return Path(
-            snapshot_download(repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES)
-        )
-    except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
-        raise FileNotFoundError(
-            f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''})"
-        ) from error
+    from .modeling import PSPModel
 
 
 def _portable_tokenizer_class(directory: Path) -> None:
@@ -61,9 +40,8 @@ def _portable_tokenizer_class(directory: Path) -> None:
         path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _word_cache_applies(backend) -> bool:
+def _word_cache_applies(config: dict) -> bool:
     """The word cache is exact only for P-SP's own pipeline: lowercase + charsmap, whitespace-split Metaspace."""
-    config = json.loads(backend.to_str())
     normalizer = config.get("normalizer") or {}
     steps = [step.get("type") for step in normalizer.get("normalizers", [])]
     pre_tokenizer = config.get("pre_tokenizer") or {}
@@ -77,6 +55,10 @@ def _word_cache_applies(backend) -> bool:
     )
 
 
+# Up to this many sentences, the tokenizer itself is quicker than the word cache's bookkeeping.
+_FEW_SENTENCES = 4
+
+
 class PSPEncoder:
     """A P-SP sentence encoder: sentencepiece tokenizer + averaged piece embeddings.
 
@@ -86,22 +68,46 @@ class PSPEncoder:
     >>> embeddings = model.encode(["A man plays a guitar.", "Someone is playing music."])
     >>> model.similarity(embeddings[:1], embeddings[1:])
 
-    Empty or whitespace-only sentences follow P-SP's unknown rule: they get the unknown piece's embedding,
-    like a sentence made only of unknown pieces.
+    Loading and encoding need numpy, safetensors and tokenizers only. `model` (the transformers `PSPModel`) and
+    `tokenizer` (a transformers fast tokenizer) are built on first use, for training and for transformers users;
+    once built, the model's weights are the ones `encode` uses.
+
+    Empty or whitespace-only sentences, and sentences made only of out-of-vocabulary characters, follow P-SP's
+    unknown rule: they get the unknown piece's embedding, like a sentence made only of unknown pieces.
     """
 
-    def __init__(self, model: PSPModel, tokenizer: PreTrainedTokenizerFast):
-        if len(tokenizer) > model.config.vocab_size:
-            raise ValueError(
-                f"tokenizer has {len(tokenizer)} pieces but the model's table only {model.config.vocab_size} rows"
+    def __init__(self, model: PSPModel | None = None, tokenizer: PreTrainedTokenizerFast | None = None):
+        if model is None or tokenizer is None:
+            raise TypeError("PSPEncoder(model, tokenizer) needs both; use psp_hf.load(folder) to load a folder")
+        backend = _private_backend(tokenizer.backend_tokenizer)
+        self._setup(PSPSettings.from_config(model.config), backend, tokenizer_size=len(tokenizer))
+        if getattr(model.config, "word_boundary_token_id", None) is None:
+            # Older configs lack it; the remote code must apply the same rule as encode().
+            model.config.word_boundary_token_id = self.settings.word_boundary_token_id
+        self._model = model.eval()
+        self._tokenizer = tokenizer
+
+    def _setup(self, settings: PSPSettings, backend, tokenizer_size: int, folder: Path | None = None) -> None:
+        if tokenizer_size > settings.vocab_size:
+            where = f"{folder}: " if folder is not None else ""
+            raise PSPInputError(
+                f"{where}tokenizer has {tokenizer_size} pieces but the model's table only {settings.vocab_size} rows"
             )
-        self.model = model.eval()
-        self.tokenizer = tokenizer
+        tokenizer_config = json.loads(backend.to_str())
+        if settings.word_boundary_token_id is None:  # not set (older folders): the tokenizer's boundary piece
+            boundary = word_boundary_id(tokenizer_config, backend)
+            settings = PSPSettings(
+                **{**settings.__dict__, "word_boundary_token_id": -1 if boundary is None else boundary}
+            )
+        self.settings = settings
+        self._folder = folder
+        self._model = None
+        self._tokenizer = None
+        self._table: np.ndarray | None = None
+        self._piece_weights: np.ndarray | None = None
         # A private copy: transformers switches padding/truncation on the shared backend during its own calls.
-        self._backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        self._backend.no_padding()
-        self._backend.no_truncation()
-        self._word_cache = WordPieceCache(self._backend) if _word_cache_applies(self._backend) else None
+        self._backend = backend
+        self._word_cache = WordPieceCache(backend) if _word_cache_applies(tokenizer_config) else None
 
     # ----------------------------------------------------------------------------- construction, I/O
     @classmethod
@@ -113,6 +119,13 @@ class PSPEncoder:
         **config_kwargs,
     ) -> PSPEncoder:
         """A new model with a randomly initialised table sized for `tokenizer`."""
+        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
+        import torch
+
+        backend = _private_backend(tokenizer.backend_tokenizer)
+        if config_kwargs.get("word_boundary_token_id") is None:
+            boundary = word_boundary_id(json.loads(backend.to_str()), backend)
+            config_kwargs["word_boundary_token_id"] = -1 if boundary is None else boundary
         config = PSPConfig(
             vocab_size=len(tokenizer),
             hidden_size=hidden_size,
@@ -127,51 +140,39 @@ class PSPEncoder:
     def from_pretrained(
         cls, id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None
     ) -> PSPEncoder:
-        """Load from a local folder or a Hub repo id."""
+        """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle)."""
         path = resolve_model_path(id_or_path, revision=revision, token=token)
-        config_file = path / "config.json"
-        if not config_file.is_file():
-            raise FileNotFoundError(f"{path}: no config.json; not a psp model folder")
-        from transformers.utils import logging as hf_logging
+        settings = read_settings(path)
+        backend = read_tokenizer(path)
+        table, piece_weights = read_weights(path, settings)
+        encoder = cls.__new__(cls)
+        encoder._setup(settings, backend, backend.get_vocab_size(with_added_tokens=True), folder=path)
+        encoder._table, encoder._piece_weights = table, piece_weights
+        return encoder
 
-        # transformers draws a "Loading weights" bar even for one small file; psp shows its own progress.
-        bar_was_enabled = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            model = PSPModel.from_pretrained(path)
-        finally:
-            if bar_was_enabled:
-                hf_logging.enable_progress_bar()
-        if getattr(model.config, "model_type", None) != "psp":
-            raise ValueError(f"{path}: model_type is {model.config.model_type!r}, expected 'psp'")
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-        return cls(model, tokenizer)
-
-    def save_pretrained(
-        self,
-        directory: str | os.PathLike,
-        language: str | None = None,
-        eval_results: dict | None = None,
-        training_info: dict | None = None,
-    ) -> Path:
+    def save_pretrained(self, directory: str | os.PathLike, **removed: Any) -> Path:
         """Write a Hub-format folder that loads in psp, transformers (remote code) and sentence-transformers.
 
-        Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules;
-        with `language`, also a model card rendered from `eval_results` and `training_info`.
+        Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules.
+        No model card: write one with `psp_hf.hub.card.write_model_card(directory, encoder, language, ...)`.
         """
-        from .hub.card import write_model_card
+        if removed:
+            raise TypeError(
+                f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
+                "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
+            )
+        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
         from .sentence_transformers_layout import write_sentence_transformers_files
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         PSPConfig.register_for_auto_class()
         PSPModel.register_for_auto_class("AutoModel")
+        self.model.config.word_boundary_token_id = self.settings.word_boundary_token_id
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         _portable_tokenizer_class(directory)
         write_sentence_transformers_files(directory, self)
-        if language is not None:
-            write_model_card(directory, self, language=language, eval_results=eval_results, training_info=training_info)
         return directory
 
     def push_to_hub(self, repo_id: str, **kwargs) -> str:
@@ -184,28 +185,91 @@ class PSPEncoder:
 
         return push_encoder(self, repo_id, **kwargs)
 
+    # ----------------------------------------------------------------------------- lazily built parts
+    @property
+    def model(self) -> PSPModel:
+        """The transformers `PSPModel` (built on first use; shares the table with this encoder)."""
+        if self._model is None:
+            PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
+            import torch
+
+            config = PSPConfig(**self.settings.__dict__)
+            with torch.device("meta"):
+                model = PSPModel(config)
+            state = {"embeddings.weight": torch.from_numpy(self._table)}
+            if self._piece_weights is not None:
+                state["piece_weights"] = torch.from_numpy(self._piece_weights)
+            model.load_state_dict(state, assign=True)
+            self._model = model.eval()
+            self._table = self._piece_weights = None  # the model's tensors are the weights from now on
+        return self._model
+
+    @model.setter
+    def model(self, model: PSPModel) -> None:
+        self._model = model
+        self._table = self._piece_weights = None
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerFast:
+        """The transformers fast tokenizer (built on first use)."""
+        if self._tokenizer is None:
+            from transformers import PreTrainedTokenizerFast
+
+            from .tokenizer import wrap_fast_tokenizer
+
+            if self._folder is not None and (self._folder / "tokenizer_config.json").is_file():
+                self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self._folder)
+            else:
+                self._tokenizer = wrap_fast_tokenizer(_private_backend(self._backend))
+        return self._tokenizer
+
+    def _weights(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The table and piece weights as float32 numpy arrays (views of the model's tensors once it exists)."""
+        if self._model is None:
+            return self._table, self._piece_weights
+        import torch
+
+        def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+            return tensor.detach().to(device="cpu", dtype=torch.float32).numpy()
+
+        weights = self._model.piece_weights if self.settings.use_piece_weights else None
+        return to_numpy(self._model.embeddings.weight), None if weights is None else to_numpy(weights)
+
     # ----------------------------------------------------------------------------- properties
+    @property
+    def tokenizer_size(self) -> int:
+        """Number of pieces the tokenizer can produce (the table may have more rows)."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
     @property
     def dim(self) -> int:
         """Dimension of the embeddings."""
-        return self.model.config.hidden_size
+        return self.settings.hidden_size
 
     @property
     def unk_token_id(self) -> int:
-        return self.model.config.unk_token_id
+        """Id of the unknown piece."""
+        return self.settings.unk_token_id
 
     def __repr__(self) -> str:
-        config = self.model.config
-        return f"PSPEncoder(vocab_size={config.vocab_size}, dim={config.hidden_size}, pooling={config.pooling!r})"
+        s = self.settings
+        return f"PSPEncoder(vocab_size={s.vocab_size}, dim={s.hidden_size}, pooling={s.pooling!r})"
 
     # ----------------------------------------------------------------------------- encoding
     def tokenize(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Piece ids of all sentences back to back, and where each sentence starts.
+        """Piece ids of all sentences back to back, and where each sentence starts (torch tensors).
 
         The unknown-piece rule is applied by the model (`PSPModel.embed`), not here.
         """
+        import torch
+
+        flat, offsets = self.tokenize_numpy(sentences)
+        return torch.from_numpy(flat), torch.from_numpy(offsets)
+
+    def tokenize_numpy(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`tokenize` as int64 numpy arrays `(flat_ids, offsets)`."""
         n = len(sentences)
-        if self._word_cache is None:
+        if self._word_cache is None or n <= _FEW_SENTENCES:
             flat, lengths = self._tokenize_with_backend(sentences)
         else:
             plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
@@ -215,10 +279,13 @@ class PSPEncoder:
                 flat, lengths = self._tokenize_mixed(sentences, plain)
         offsets = np.zeros(n, dtype=np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
-        return torch.from_numpy(flat), torch.from_numpy(offsets)
+        return flat, offsets
 
     def _tokenize_with_backend(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         encodings = self._backend.encode_batch_fast(list(sentences), add_special_tokens=False)
+        if len(encodings) == 1:
+            ids = encodings[0].ids
+            return np.array(ids, dtype=np.int64), np.array([len(ids)], dtype=np.int64)
         ids_per_sentence = [encoding.ids for encoding in encodings]
         lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
         flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
@@ -242,6 +309,16 @@ class PSPEncoder:
             flat[np.repeat(starts[rows] - group_starts, group_lengths) + np.arange(len(group_flat))] = group_flat
         return flat, lengths
 
+    def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""
+        s = self.settings
+        if s.drop_unknown:
+            boundary = s.word_boundary_token_id if s.word_boundary_token_id >= 0 else None
+            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, s.unk_token_id, boundary)
+        table, piece_weights = self._weights()
+        weights = None if piece_weights is None else piece_weights[flat_ids]
+        return pool_bags_fast(table, flat_ids, offsets, weights, s.pooling, out=out)
+
     def encode(
         self,
         sentences: str | Sequence[str],
@@ -261,16 +338,15 @@ class PSPEncoder:
             sentences = [sentences]
         elif not isinstance(sentences, Sequence):
             sentences = list(sentences)
-        for index, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):
-                raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        _check_sentences(sentences)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         n = len(sentences)
         if out is None:
             out = np.empty((n, self.dim), dtype=np.float32)
         elif out.shape != (n, self.dim) or out.dtype != np.float32:
             raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+        prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
         starts = range(0, n, batch_size)
@@ -278,16 +354,18 @@ class PSPEncoder:
             from tqdm.auto import tqdm
 
             starts = tqdm(starts, desc="Encoding", unit="batch", total=len(starts), file=sys.stderr)
-        with torch.inference_mode():
-            for start in starts:
-                batch = sentences[start : start + batch_size]
-                ids, offsets = self.tokenize(batch)
-                embeddings = self.model.embed(ids, offsets)
-                if normalize_embeddings:
-                    embeddings = torch.nn.functional.normalize(embeddings, dim=1)
-                out[start : start + len(batch)] = embeddings.numpy()
+        for start in starts:
+            batch = sentences[start : start + batch_size]
+            rows = out[start : start + len(batch)]
+            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
+            if normalize_embeddings:
+                from .similarity import unit_rows
+
+                rows[:] = unit_rows(rows)
         result = out[0] if single else out
         if convert_to_tensor or not convert_to_numpy:
+            import torch
+
             return torch.from_numpy(np.ascontiguousarray(result))
         return result
 
@@ -303,6 +381,41 @@ class PSPEncoder:
         from .similarity import cosine_pairs
 
         return cosine_pairs(a, b)
+
+
+def _modeling():
+    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
+    try:
+        from . import modeling
+    except ImportError as error:
+        raise ImportError(
+            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
+        ) from error
+    return modeling
+
+
+def _private_backend(backend):
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.no_padding()
+    copy.no_truncation()
+    return copy
+
+
+def _check_sentences(sentences: Sequence) -> None:
+    """Every item a string that UTF-8 can encode; errors name the index."""
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")
+        if not sentence.isascii():
+            try:
+                sentence.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise ValueError(
+                    f"sentences[{index}] has a lone surrogate {sentence[error.start]!r} at character {error.start}; "
+                    "it is not valid Unicode text"
+                ) from None
 
 
 def load(id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None) -> PSPEncoder:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
-import tempfile
+import secrets
+import signal
+import stat
+import sys
+import threading
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,26 +21,55 @@ import numpy as np
 
 from .errors import PSPInputError
 
+STDIN = "-"
+
+
+def check_input(path: str | os.PathLike) -> None:
+    """Refuse what cannot be read as a text file, saying what it is; `-` (stdin) and FIFOs are fine."""
+    if os.fspath(path) == STDIN:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise PSPInputError(f"{path}: no such file") from None
+    except OSError as error:
+        raise PSPInputError(f"{path}: cannot read it ({error.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise PSPInputError(f"{path}: is a directory, expected a text file")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise PSPInputError(f"{path}: is not a regular file, a pipe or a terminal")
+    if not os.access(path, os.R_OK):
+        raise PSPInputError(f"{path}: cannot read it (permission denied)")
+
+
+def _open_binary(path: str | os.PathLike) -> IO[bytes]:
+    check_input(path)
+    if os.fspath(path) == STDIN:
+        return contextlib.nullcontext(sys.stdin.buffer)  # stdin stays open for the caller
+    if Path(path).suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
 
 def open_text(path: str | os.PathLike) -> IO[str]:
-    """Open a UTF-8 text file (gzip when it ends in .gz) for reading."""
-    path = Path(path)
-    if not path.is_file():
-        raise PSPInputError(f"{path}: no such file")
-    if path.suffix == ".gz":
+    """Open a UTF-8 text file (gzip when it ends in .gz; `-` is stdin) for reading."""
+    check_input(path)
+    if os.fspath(path) == STDIN:
+        return contextlib.nullcontext(sys.stdin)
+    if Path(path).suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
     return open(path, encoding="utf-8")
 
 
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
-    """Yield `(line_number, bytes)` with the line ending removed; line numbers start at 1."""
-    path = Path(path)
-    if not path.is_file():
-        raise PSPInputError(f"{path}: no such file")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            yield number, raw.rstrip(b"\r\n")
+    """Yield `(line_number, bytes)` with the line ending removed; line numbers start at 1. `-` reads stdin."""
+    with _open_binary(path) as handle:
+        number = 0
+        try:
+            for number, raw in enumerate(handle, start=1):  # noqa: B007 - number names the line of an error
+                yield number, raw.rstrip(b"\r\n")
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            raise PSPInputError(f"{path}:{number + 1}: broken gzip data ({error})") from None
 
 
 @dataclass
@@ -138,21 +173,202 @@ def iter_tsv(
         yield number, row
 
 
+TEMP_SUFFIX = ".tmp"
+
+
+def _temp_name(path: Path) -> Path:
+    # The pid in the name lets a later run recognise the leftovers of a killed one (see _remove_stale_temps).
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _remove_stale_temps(path: Path) -> list[Path]:
+    """Remove temporaries of `path` left by writers that died (SIGKILL, power loss); returns what was removed."""
+    prefix = f".{path.name}."
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+                continue
+            pid_text = name[len(prefix) : -len(TEMP_SUFFIX)].split("-", 1)[0]
+            if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # no /proc: read it the portable way (and put it back)
+    os.umask(mask)
+    return mask
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM while an atomic write is open, so its temporary file is removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminate_as_exception() -> Iterator[None]:
+    """Turn SIGTERM into an exception for the duration, when psp may own the signal (main thread, default)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def output_error(path: str | os.PathLike, error: OSError) -> PSPInputError:
+    """One clear line for a failed write of `path` (disk full, permission, missing folder)."""
+    reasons = {
+        errno.ENOSPC: "no space left on the device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EACCES: "permission denied",
+        errno.EROFS: "read-only file system",
+        errno.EISDIR: "is a directory",
+    }
+    reason = reasons.get(error.errno, error.strerror or str(error))
+    return PSPInputError(f"{path}: cannot write it: {reason} (nothing was replaced)")
+
+
+def check_output(path: str | os.PathLike) -> None:
+    """Before the work starts: refuse an output path that is a directory or whose folder is not writable."""
+    path = Path(path)
+    if path.is_dir():
+        raise PSPInputError(f"{path}: is a directory; give a file name for the output")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # atomic_path creates missing folders; the nearest existing one must be writable
+    if not parent.is_dir():
+        raise PSPInputError(f"{path}: cannot write it: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PSPInputError(f"{path}: cannot write it: permission denied in {parent}")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds.
+
+    The temporary file is removed on any error and on SIGTERM; ones left by killed runs are removed the next
+    time. The result gets the mode a newly created file would (the umask's). Write errors such as a full disk
+    become a `PSPInputError` naming `path`.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     try:
-        yield Path(tmp)
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise output_error(path, error) from None
+    if path.is_dir():
+        raise PSPInputError(f"{path}: is a directory; give a file name for the output")
+    _remove_stale_temps(path)
+    tmp = _temp_name(path)
+    try:
+        with _terminate_as_exception():
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+                os.close(fd)
+                yield tmp
+                os.replace(tmp, path)
+            except OSError as error:
+                if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EISDIR):
+                    raise output_error(path, error) from None
+                raise
     finally:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
 
 
+NPY_HEADER_BYTES = 128
+
+
+def _npy_header(shape: tuple[int, ...]) -> bytes:
+    # A fixed-size version 1.0 header, so the row count can be filled in after streaming the rows.
+    text = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape!r}, }}"
+    text = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
+    if len(text) != NPY_HEADER_BYTES - 10:
+        raise ValueError(f"shape {shape} does not fit a {NPY_HEADER_BYTES}-byte .npy header")
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1")
+
+
+class NpyRowWriter:
+    """Stream float32 rows of width `dim` into a `.npy` file with plain writes (no memory map).
+
+    A full disk is then an `OSError` at the write that hit it, never a SIGBUS. `close()` writes the row count.
+    """
+
+    def __init__(self, path: str | os.PathLike, dim: int):
+        self.path = Path(path)
+        self.dim = dim
+        self.rows = 0
+        self._handle = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        self._handle.write(_npy_header((0, dim)))
+
+    def write(self, rows: np.ndarray) -> None:
+        """Append rows (any float dtype; written as little-endian float32)."""
+        rows = np.ascontiguousarray(rows, dtype="<f4")
+        if rows.ndim != 2 or rows.shape[1] != self.dim:
+            raise ValueError(f"expected rows of width {self.dim}, got shape {rows.shape}")
+        self._handle.write(memoryview(rows).cast("B"))
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        """Fill in the row count, flush to disk and close."""
+        self._handle.seek(0)
+        self._handle.write(_npy_header((self.rows, self.dim)))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+
+    def __enter__(self) -> NpyRowWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self._handle.close()
+
+
 def open_npy_for_writing(path: Path, shape: tuple[int, ...]) -> np.memmap:
-    """A float32 `.npy` memmap, so outputs larger than RAM stream to disk."""
-    return np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+    """A float32 `.npy` memmap, so outputs larger than RAM stream to disk.
+
+    The file's blocks are reserved first (`posix_fallocate`): a full disk is an `OSError` here, not a SIGBUS
+    when a page of a sparse file is first written.
+    """
+    header = _npy_header(tuple(shape))
+    size = len(header) + int(np.prod(shape, dtype=np.int64)) * 4
+    with open(path, "wb") as handle:
+        handle.write(header)
+        handle.flush()
+        try:
+            os.posix_fallocate(handle.fileno(), 0, size)
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            handle.truncate(size)  # no fallocate on this file system: at least the size is right
+    return np.memmap(path, dtype="<f4", mode="r+", offset=len(header), shape=tuple(shape))

@@ -14,8 +14,10 @@ nothing when a sentence has a known piece, and it gives an empty or all-unknown 
 embedding: P-SP's unknown-piece rule, built from stock parts. `StaticEmbedding` cannot express that rule (it
 averages unknown pieces like any other and maps an empty sentence to zeros).
 
-The one difference left is length: the Transformer module truncates at `max_seq_length` pieces (the size of
-the zero position table), while psp embeds sentences of any length.
+Two differences are left. Length: the Transformer module truncates at `max_seq_length` pieces (the size of
+the zero position table), while psp embeds sentences of any length. Sentences made only of out-of-vocabulary
+characters: psp gives them the unknown piece, but the tokenizer puts a bare word-boundary piece before such a
+word and a fixed per-piece weight cannot drop it only when nothing else is left, so here they get that piece.
 
 Only the standard library, numpy, torch, safetensors, tokenizers and transformers are used here, so
 `PSPEncoder.save_pretrained` can write the layout without sentence-transformers installed.
@@ -28,6 +30,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from .io import atomic_path
 
 TRANSFORMER_DIR = "0_Transformer"
 WORD_WEIGHTS_DIR = "1_WordWeights"
@@ -54,10 +58,9 @@ _MODULE_TYPES = {
 
 
 def _write_json(path: Path, data: Any) -> None:
-    # Temp file then rename: a half-written JSON file would make the whole folder unloadable.
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    # Atomically: a half-written JSON file would make the whole folder unloadable.
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _library_versions() -> dict[str, str]:

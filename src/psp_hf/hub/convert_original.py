@@ -227,6 +227,8 @@ def convert_original_checkpoint(
         pooling=pooling,
         # zero_unk is the original code's name for the unknown-piece rule.
         drop_unknown=bool(_setting(args, "zero_unk", 1)),
+        # The original code keeps the bare word-boundary piece of an all-unknown sentence: embed as it did.
+        word_boundary_token_id=-1,
     )
     with torch.no_grad():
         encoder.model.embeddings.weight.copy_(rows)

@@ -1,0 +1,225 @@
+"""Reading a psp model folder with numpy, safetensors and tokenizers only, checking every file on the way.
+
+Loading for inference must not need torch or transformers, and must never read a pickle: a folder is
+`config.json` + `model.safetensors` + `tokenizer.json`. Every problem is a `PSPInputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PSPInputError
+
+PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
+TABLE_KEY = "embeddings.weight"
+WEIGHTS_KEY = "piece_weights"
+
+
+# What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
+MODEL_FILES = [
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "configuration_psp.py",
+    "modeling_psp.py",
+]
+
+
+def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = None, token=None) -> Path:
+    """A local folder as it is; anything else is a Hub repo id, downloaded (or found in the HF cache)."""
+    path = Path(id_or_path)
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
+    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
+        raise FileNotFoundError(f"{id_or_path}: no such model folder")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        return Path(
+            snapshot_download(repo_id=os.fspath(id_or_path), revision=revision, token=token, allow_patterns=MODEL_FILES)
+        )
+    except (HfHubHTTPError, LocalEntryNotFoundError, ValueError) as error:
+        raise FileNotFoundError(
+            f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''})"
+        ) from error
+
+
+@dataclass(frozen=True)
+class PSPSettings:
+    """What inference needs from a P-SP `config.json` (defaults as in `PSPConfig`)."""
+
+    vocab_size: int = 50000
+    hidden_size: int = 1024
+    pooling: str = "mean"
+    pad_token_id: int = 1
+    unk_token_id: int = 0
+    drop_unknown: bool = True
+    use_piece_weights: bool = False
+    word_boundary_token_id: int | None = None
+
+    @classmethod
+    def from_config(cls, config) -> PSPSettings:
+        """From a `PSPConfig` (or anything with the same attributes)."""
+        return cls(**{name: getattr(config, name, default) for name, default in _defaults().items()})
+
+
+def _defaults() -> dict:
+    return {name: field.default for name, field in PSPSettings.__dataclass_fields__.items()}
+
+
+def read_settings(folder: Path) -> PSPSettings:
+    """Settings from `folder/config.json`, checked for a psp model."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no config.json; not a psp model folder")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PSPInputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise PSPInputError(f"{path}: expected a JSON object")
+    if config.get("model_type") != "psp":
+        raise PSPInputError(f"{path}: model_type is {config.get('model_type')!r}, expected 'psp'")
+    values = {name: config.get(name, default) for name, default in _defaults().items()}
+    for name in ("vocab_size", "hidden_size", "pad_token_id", "unk_token_id"):
+        if not isinstance(values[name], int) or isinstance(values[name], bool) or values[name] < 0:
+            raise PSPInputError(f"{path}: {name} must be a non-negative integer, got {values[name]!r}")
+    if values["pooling"] not in ("mean", "max"):
+        raise PSPInputError(f"{path}: pooling must be 'mean' or 'max', got {values['pooling']!r}")
+    if values["unk_token_id"] >= values["vocab_size"]:
+        raise PSPInputError(f"{path}: unk_token_id {values['unk_token_id']} is outside the vocabulary")
+    return PSPSettings(**values)
+
+
+def read_weights(folder: Path, settings: PSPSettings) -> tuple[np.ndarray, np.ndarray | None]:
+    """The embedding table (float32, writable) and the piece weights (or None) from `model.safetensors`."""
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        pickles = [name for name in PICKLE_WEIGHTS if (folder / name).exists()]
+        if pickles:
+            raise PSPInputError(
+                f"{folder}: has {pickles[0]} but no model.safetensors; psp loads safetensors only, because a pickle "
+                "can run code when loaded (convert a checkpoint you trust with `psp convert-original --trust-pickle`)"
+            )
+        raise FileNotFoundError(f"{folder}: no model.safetensors")
+    tensors = read_safetensors(path, wanted=(TABLE_KEY, WEIGHTS_KEY))
+    if TABLE_KEY not in tensors:
+        raise PSPInputError(f"{path}: no {TABLE_KEY!r} tensor")
+    table, weights = tensors[TABLE_KEY], tensors.get(WEIGHTS_KEY)
+    expected = (settings.vocab_size, settings.hidden_size)
+    if table.shape != expected:
+        raise PSPInputError(
+            f"{path}: {TABLE_KEY} has shape {table.shape}, but config.json says vocab_size x hidden_size = {expected}"
+        )
+    if settings.use_piece_weights and (weights is None or weights.shape != (settings.vocab_size,)):
+        got = "none" if weights is None else f"shape {weights.shape}"
+        raise PSPInputError(f"{path}: config.json asks for piece weights of {settings.vocab_size} pieces, got {got}")
+    _check_finite(table, path, TABLE_KEY)
+    if settings.use_piece_weights:
+        _check_finite(weights, path, WEIGHTS_KEY)
+    return table, weights if settings.use_piece_weights else None
+
+
+_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "BF16": np.uint16}
+
+
+def read_safetensors(path: Path, wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The `wanted` tensors of a safetensors file as float32 arrays in private memory.
+
+    The format is an 8-byte header length, a JSON header and the raw little-endian data; reading it here
+    checks every offset against the file size (a truncated file is an error, not a crash) and reads each tensor
+    straight into its array, with no second copy and no mapping a later writer could truncate.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        header_size = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+        if header_size <= 0 or 8 + header_size > size:
+            raise PSPInputError(f"{path}: not a safetensors file (bad header length; truncated or another format?)")
+        try:
+            header = json.loads(handle.read(header_size))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise PSPInputError(f"{path}: not a safetensors file (header is not JSON: {error})") from None
+        if not isinstance(header, dict):
+            raise PSPInputError(f"{path}: not a safetensors file (header is not a JSON object)")
+        tensors = {}
+        for name in wanted:
+            if name not in header:
+                continue
+            tensors[name] = _read_tensor(handle, path, name, header[name], 8 + header_size, size)
+    return tensors
+
+
+def _read_tensor(handle, path: Path, name: str, entry, data_start: int, size: int) -> np.ndarray:
+    try:
+        dtype = _DTYPES[entry["dtype"]]
+        shape = tuple(int(d) for d in entry["shape"])
+        begin, end = (int(o) for o in entry["data_offsets"])
+    except (KeyError, TypeError, ValueError):
+        kind = entry.get("dtype") if isinstance(entry, dict) else entry
+        raise PSPInputError(f"{path}: tensor {name!r}: unsupported or malformed entry ({kind!r})") from None
+    count = int(np.prod(shape, dtype=np.int64))
+    if end - begin != count * np.dtype(dtype).itemsize or begin < 0:
+        raise PSPInputError(
+            f"{path}: tensor {name!r}: {end - begin} bytes do not hold shape {shape} of {entry['dtype']}"
+        )
+    if data_start + end > size:
+        raise PSPInputError(
+            f"{path}: truncated: tensor {name!r} needs bytes up to {data_start + end}, the file has {size}"
+        )
+    array = np.empty(shape, dtype=np.dtype(dtype).newbyteorder("<"))
+    handle.seek(data_start + begin)
+    if handle.readinto(memoryview(array).cast("B")) != array.nbytes:
+        raise PSPInputError(f"{path}: truncated while reading tensor {name!r}")
+    if entry["dtype"] == "BF16":  # bfloat16 is the top half of a float32
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    return array.astype(np.float32, copy=False)
+
+
+def _check_finite(array: np.ndarray, path: Path, name: str) -> None:
+    # One sum finds NaN or infinity in any row cheaply; only then look for the first bad row.
+    if np.isfinite(np.sum(array, dtype=np.float64)):
+        return
+    bad = np.flatnonzero(~np.isfinite(array).reshape(len(array), -1).all(axis=1))
+    if len(bad):
+        raise PSPInputError(f"{path}: {name} has NaN or infinite values (row {int(bad[0])}, {len(bad)} rows in all)")
+
+
+def read_tokenizer(folder: Path):
+    """The fast tokenizer of `folder/tokenizer.json`, with padding and truncation off."""
+    from tokenizers import Tokenizer
+
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise PSPInputError(
+            f"{folder}: no tokenizer.json; psp needs the fast tokenizer file that save_pretrained writes "
+            "(a sentencepiece.model alone is not enough)"
+        )
+    try:
+        backend = Tokenizer.from_file(os.fspath(path))
+    except Exception as error:  # tokenizers raises a bare Exception for any malformed file
+        raise PSPInputError(f"{path}: not a valid tokenizer file ({str(error).splitlines()[0][:200]})") from None
+    backend.no_padding()
+    backend.no_truncation()
+    return backend
+
+
+def word_boundary_id(config: dict, backend) -> int | None:
+    """Id of the bare word-boundary piece ("▁") of a Metaspace tokenizer (`config` is its parsed JSON), if any."""
+    pre_tokenizer = config.get("pre_tokenizer") or {}
+    steps = pre_tokenizer.get("pretokenizers", [pre_tokenizer])
+    for step in steps:
+        if (step or {}).get("type") == "Metaspace":
+            return backend.token_to_id(step.get("replacement", "▁"))
+    return None
