@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import PSPInputError
 from . import data as data_module
+from .model_index import card_results, model_index, model_index_yaml
 from .tasks import SENTEVAL_TASKS, STS_YEAR_TASKS
 
 REPORT_FORMAT = "psp-eval/1"
@@ -87,71 +88,6 @@ def build_report(evaluations: Sequence[dict], settings: Mapping[str, Any]) -> di
         },
         "models": models,
     }
-
-
-# ----------------------------------------------------------------------------------------------- model card
-def card_results(evaluation: Mapping[str, Any]) -> dict:
-    """Headline numbers in the nested layout `psp_hf.hub.card` turns into a card's results and model-index."""
-    results = evaluation["results"]
-    out: dict[str, Any] = {}
-    for task in STS_YEAR_TASKS:
-        if task in results:
-            out[task] = {"pearson": results[task]["pearson_mean"], "spearman": results[task]["all_spearman"]}
-    summary = evaluation.get("summary", {}).get("sts12-16")
-    if summary and len(summary["years"]) == len(STS_YEAR_TASKS):
-        out["sts12-16"] = {"pearson": summary["pearson_mean"], "spearman": summary["all_spearman_mean"]}
-    if "stsb" in results:
-        out["stsb"] = {split: _pick(results["stsb"][split], "pearson", "spearman") for split in ("dev", "test")}
-    if "sickr" in results:
-        out["sickr"] = {"test": _pick(results["sickr"]["test"], "pearson", "spearman")}
-    if "sts17" in results:
-        out["sts17"] = {
-            pair: _pick(scores, "pearson", "spearman")
-            for pair, scores in results["sts17"].items()
-            if isinstance(scores, Mapping)
-        }
-    if "tatoeba" in results:
-        out["tatoeba"] = {
-            language: {"error_rate": scores["error_rate"]}
-            for language, scores in results["tatoeba"].items()
-            if isinstance(scores, Mapping)
-        }
-    for task in SENTEVAL_TASKS:
-        if task in results:
-            # The card's task table names SICK-E "sick-e".
-            key = "sick-e" if task == "sicke" else task
-            out[key] = _pick(results[task], "accuracy", *(("f1",) if task == "mrpc" else ()))
-    return _rounded(out)
-
-
-def _pick(scores: Mapping[str, Any], *keys: str) -> dict:
-    return {key: scores[key] for key in keys if key in scores}
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _rounded(item) for key, item in value.items()}
-    if isinstance(value, float):
-        return round(value, 2) if math.isfinite(value) else value
-    return value
-
-
-def model_index(evaluation: Mapping[str, Any], model_name: str | None = None) -> list[dict]:
-    """The `model-index` block of a model card (built by `psp_hf.hub.card`, so it is the card's own)."""
-    from huggingface_hub.repocard_data import eval_results_to_model_index
-
-    from ..hub.card import eval_results_for_card, result_rows
-
-    rows = result_rows(card_results(evaluation))
-    name = model_name or evaluation["model"]["name"]
-    return eval_results_to_model_index(name, eval_results_for_card(rows)) if rows else []
-
-
-def model_index_yaml(evaluation: Mapping[str, Any], model_name: str | None = None) -> str:
-    """The `model-index` block as YAML, ready to paste into a card's front matter."""
-    import yaml
-
-    return yaml.safe_dump({"model-index": model_index(evaluation, model_name)}, sort_keys=False, allow_unicode=True)
 
 
 # ----------------------------------------------------------------------------------------------- Markdown
