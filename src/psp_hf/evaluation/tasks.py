@@ -101,12 +101,12 @@ class _Run:
 
     encoder: EncoderAdapter
     data_dir: Path
-    batch_size: int | None
-    progress: bool
-    tatoeba_languages: Sequence[str]
-    sts17_pairs: Sequence[str]
-    senteval_kfold: int
-    seed: int
+    batch_size: int | None = None
+    progress: bool = False
+    tatoeba_languages: Sequence[str] = data_module.TATOEBA_DEFAULT_LANGUAGES
+    sts17_pairs: Sequence[str] = data_module.STS17_DEFAULT_PAIRS
+    senteval_kfold: int = 10
+    seed: int = senteval.SENTEVAL_SEED
     files: set[Path] = field(default_factory=set)
 
     def use(self, item: Any) -> Any:
@@ -147,7 +147,11 @@ class _Run:
 
 # ---------------------------------------------------------------------------------------------- STS tasks
 def _score_pair_sets(run: _Run, pair_sets: Sequence[data_module.PairSet], task: str) -> list[np.ndarray]:
-    """Cosine similarity of every pair of every set, encoding all their sentences in one go."""
+    """Cosine similarity of every pair of every set, encoding all their sentences in one go.
+
+    The one STS scorer: every STS task and `sts_dev_score` (training's dev check) go through it and
+    `_correlation`, so a dev score and the same set's score in `psp eval` are the same number.
+    """
     sentences = [s for pairs in pair_sets for s in (*pairs.sentences1, *pairs.sentences2)]
     embeddings = run.embed(sentences, f"{task}: encode")
     out, at = [], 0
@@ -431,9 +435,8 @@ def sts_dev_score(
     """
     if split not in DEV_SPLITS:
         raise PSPInputError(f"unknown STS split {split!r}; valid: {', '.join(DEV_SPLITS)}")
-    pairs = _dev_pairs(str(existing_data_dir(data_dir)), split)
-    adapter = wrap_encoder(encoder)
-    size = batch_size or adapter.default_batch_size
-    left = adapter.encode(pairs.sentences1, batch_size=size)
-    right = adapter.encode(pairs.sentences2, batch_size=size)
-    return _correlation(cosine_pairs(left, right, np.float64), pairs.gold)["pearson"]
+    data_dir = existing_data_dir(data_dir)
+    pairs = _dev_pairs(str(data_dir), split)
+    run = _Run(encoder=wrap_encoder(encoder), data_dir=data_dir, batch_size=batch_size)
+    (similarity,) = _score_pair_sets(run, [pairs], split)
+    return _correlation(similarity, pairs.gold)["pearson"]
