@@ -85,6 +85,8 @@ def build_report(evaluations: Sequence[dict], settings: Mapping[str, Any]) -> di
             "dir": str(data_dir) if data_dir is not None else None,
             "files": checksums,
             "all_match_manifest": all(item["matches_manifest"] for item in checksums.values()) if checksums else None,
+            # Files whose sha256 differs from MANIFEST.tsv's (files the manifest does not list are not counted).
+            "modified_files": sorted(name for name, item in checksums.items() if item["matches_manifest"] is False),
         },
         "models": models,
     }
@@ -214,6 +216,8 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     if files:
         matched = sum(1 for item in files.values() if item["matches_manifest"])
         lines += [f"Data: {data.get('dir')} — {matched}/{len(files)} files read match MANIFEST.tsv checksums.", ""]
+        if data.get("modified_files"):
+            lines += [f"**Modified data** (sha256 differs from MANIFEST.tsv): {', '.join(data['modified_files'])}.", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -270,7 +274,7 @@ def write_outputs(report: Mapping[str, Any], output: str | os.PathLike) -> list[
     markdown_path = output.with_suffix(".md")
     index_path = output.with_name(output.stem + ".model-index.yaml")
     contents = {
-        output: json.dumps(_finite(report), indent=2, ensure_ascii=False, default=_json_default) + "\n",
+        output: report_json(report),
         markdown_path: markdown_report(report),
         index_path: "".join(
             (f"# {model['model']['name']}\n" if len(report["models"]) > 1 else "") + model_index_yaml(model)
@@ -281,6 +285,11 @@ def write_outputs(report: Mapping[str, Any], output: str | os.PathLike) -> list[
         with atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
     return list(contents)
+
+
+def report_json(report: Mapping[str, Any]) -> str:
+    """The report as strict JSON text (NaN as null)."""
+    return json.dumps(_finite(report), indent=2, ensure_ascii=False, default=_json_default) + "\n"
 
 
 def _finite(value: Any) -> Any:
