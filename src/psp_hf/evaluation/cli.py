@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE.json",
         help="write the JSON report here, the Markdown tables beside it (.md) and the model card's model-index "
-        "block (<stem>.model-index.yaml)",
+        "block (<stem>.model-index.yaml). Checked before any model loads; if writing still fails at the end, the "
+        "JSON is saved to a temporary file that the error names",
     )
     parser.add_argument(
         "--model-kind",
