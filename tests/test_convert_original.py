@@ -90,7 +90,7 @@ def original_embed(original, sentence: str) -> np.ndarray:
 
 
 def test_converted_model_embeds_like_the_original(original):
-    encoder, report = convert_original_checkpoint(original["checkpoint"], original["sp"])
+    encoder, report = convert_original_checkpoint(original["checkpoint"], original["sp"], trust_pickle=True)
     processor = original["processor"]
     assert report.checkpoint_rows == len(original["vocab"])
     assert sorted(report.missing_pieces) == sorted(original["left_out"])
@@ -113,7 +113,7 @@ def test_converted_model_embeds_like_the_original(original):
 
 
 def test_piece_missing_from_checkpoint_gets_the_unknown_row(original):
-    encoder, _ = convert_original_checkpoint(original["checkpoint"], original["sp"])
+    encoder, _ = convert_original_checkpoint(original["checkpoint"], original["sp"], trust_pickle=True)
     piece = original["left_out"][0]
     piece_id = encoder.tokenizer.convert_tokens_to_ids(piece)
     unk_row = original["table"][original["vocab"][ORIGINAL_UNK]]
@@ -129,7 +129,7 @@ def test_piece_missing_from_checkpoint_gets_the_unknown_row(original):
 def test_cli_writes_a_loadable_folder_and_keeps_existing_output(original, tmp_path, capsys):
     out = tmp_path / "converted"
     argv = ["convert-original", "--checkpoint", str(original["checkpoint"]), "--sp-model", str(original["sp"]),
-            "-o", str(out)]  # fmt: skip
+            "-o", str(out), "--trust-pickle"]  # fmt: skip
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"pieces missing from the checkpoint, given its unknown row: {LEFT_OUT}" in err
@@ -150,16 +150,41 @@ def test_cli_writes_a_loadable_folder_and_keeps_existing_output(original, tmp_pa
 
 def test_bad_inputs_name_the_argument(original, tmp_path):
     with pytest.raises(PSPInputError, match="--sp-model .*no such file"):
-        convert_original_checkpoint(original["checkpoint"], tmp_path / "missing.model")
+        convert_original_checkpoint(original["checkpoint"], tmp_path / "missing.model", trust_pickle=True)
     not_a_checkpoint = tmp_path / "junk.pt"
     torch.save({"weights": torch.zeros(2)}, not_a_checkpoint)
     with pytest.raises(PSPInputError, match="expected the original P-SP format"):
-        convert_original_checkpoint(not_a_checkpoint, original["sp"])
+        convert_original_checkpoint(not_a_checkpoint, original["sp"], trust_pickle=True)
     lstm = tmp_path / "lstm.pt"
     checkpoint = torch.load(original["checkpoint"], weights_only=False)
     checkpoint["args"].model = "lstm"
     torch.save(checkpoint, lstm)
     with pytest.raises(PSPInputError, match="only averaging models"):
-        convert_original_checkpoint(lstm, original["sp"])
+        convert_original_checkpoint(lstm, original["sp"], trust_pickle=True)
     with pytest.raises(PSPInputError, match="no second table"):
-        convert_original_checkpoint(original["checkpoint"], original["sp"], side="second")
+        convert_original_checkpoint(original["checkpoint"], original["sp"], side="second", trust_pickle=True)
+
+
+def test_a_pickle_is_read_only_with_trust_pickle(original, tmp_path, capsys):
+    out = tmp_path / "converted"
+    argv = ["convert-original", "--checkpoint", str(original["checkpoint"]), "--sp-model", str(original["sp"]),
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"psp: error: --checkpoint {original['checkpoint']}:")
+    assert "can run code" in lines[0] and "pass --trust-pickle" in lines[0]  # why, and how
+    assert not out.exists()
+    with pytest.raises(PSPInputError, match="pass --trust-pickle"):
+        convert_original_checkpoint(original["checkpoint"], original["sp"])
+
+    # With the flag, a checkpoint holding an object beyond tensors and the namespace is unpickled in full.
+    odd = tmp_path / "odd.pt"
+    checkpoint = torch.load(original["checkpoint"], weights_only=False)
+    checkpoint["extra"] = io.StringIO("not a tensor")
+    torch.save(checkpoint, odd)
+    encoder, _ = convert_original_checkpoint(odd, original["sp"], trust_pickle=True)
+    assert encoder.dim == DIM
+    garbled = tmp_path / "garbled.pt"
+    garbled.write_bytes(original["checkpoint"].read_bytes()[:100])
+    with pytest.raises(PSPInputError, match="not a readable torch checkpoint"):
+        convert_original_checkpoint(garbled, original["sp"], trust_pickle=True)

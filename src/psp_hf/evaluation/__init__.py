@@ -5,21 +5,21 @@
 >>> sts_dev_score(my_psp_encoder, split="sts17-en-en")               # Pearson x100, for dev checks in training
 
 Every score is x100 (Pearson/Spearman x100, error rate and accuracy in %). `psp eval` / `eval.py` wrap this and
-also write the JSON report, the Markdown tables and the model card's model-index block (`report.py`).
+also write the JSON report, the Markdown tables (`report.py`) and the model card's model-index block
+(`model_index.py`). STS scoring, for the harness and for training's dev check alike, is in `sts.py`.
 """
 
 from .adapters import EncoderAdapter, load_encoder, wrap_encoder
+from .sts import DEV_SPLITS, sts_dev_score
 from .tasks import (
     ALL_TASKS,
     DEFAULT_TASKS,
-    DEV_SPLITS,
     FAST_TASKS,
     SENTEVAL_TASKS,
     STS_TASKS,
     TASK_GROUPS,
     evaluate_model,
     resolve_tasks,
-    sts_dev_score,
 )
 
 __all__ = [

@@ -168,6 +168,20 @@ def load_encoder(id_or_path: str | os.PathLike, kind: str = "auto", device: str 
         # Not a local folder: a Hub repo id; psp models are what this package publishes.
         kind = "psp"
     source = str(path) if path.is_dir() else model_id
+    try:
+        return _load(model_id, source, name, kind, device)
+    except PSPInputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any failure to read a model folder is the user's input
+        # A truncated or garbled weights file, a config that does not match them, a corrupt tokenizer.json:
+        # the libraries raise many kinds of errors; the user gets one line naming the model and the cause.
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise PSPInputError(
+            f"--model {model_id}: cannot load this {kind} model ({type(error).__name__}: {reason})"
+        ) from None
+
+
+def _load(model_id: str, source: str, name: str, kind: str, device: str) -> EncoderAdapter:
     if kind == "psp":
         from .. import load
 

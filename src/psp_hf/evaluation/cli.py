@@ -35,7 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"tasks or groups (default: all). Tasks: {', '.join(ALL_TASKS)}. Groups: {', '.join(TASK_GROUPS)}",
     )
     parser.add_argument(
-        "--data", default=None, metavar="DIR", help="evaluation data folder (default: $PSP_DATA or ../shared/data)"
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="evaluation data folder (default: $PSP_DATA or ../shared/data). Every file read is checked against "
+        "the folder's MANIFEST.tsv: a file whose sha256 differs is named in a warning on stderr, listed under "
+        "data.modified_files in the JSON report and in the Markdown, and the run goes on",
     )
     parser.add_argument(
         "-o",
@@ -43,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE.json",
         help="write the JSON report here, the Markdown tables beside it (.md) and the model card's model-index "
-        "block (<stem>.model-index.yaml)",
+        "block (<stem>.model-index.yaml). Checked before any model loads; if writing still fails at the end, the "
+        "JSON is saved to a temporary file that the error names",
     )
     parser.add_argument(
         "--model-kind",
@@ -79,8 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate every --model on --tasks, print the Markdown tables, write the report files if asked."""
-    from pathlib import Path
-
     from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
     from .adapters import load_encoder
@@ -92,17 +96,17 @@ def run(args: argparse.Namespace) -> int:
     data_dir = existing_data_dir(args.data)
     if args.batch_size is not None and args.batch_size < 1:
         raise PSPInputError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.output is not None and Path(args.output).suffix.lower() in (".md", ".yaml", ".yml"):
-        raise PSPInputError(f"--output {args.output}: give the JSON path (e.g. results.json)")
+    check_output(args.output)
     progress = not args.quiet and sys.stderr.isatty()
 
     def log(line: str) -> None:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
+    # Every model is loaded before any task runs, so a broken second model cannot throw away the first's results.
+    encoders = [load_encoder(model_id, kind=args.model_kind, device=args.device) for model_id in args.models]
     evaluations = []
-    for model_id in args.models:
-        encoder = load_encoder(model_id, kind=args.model_kind, device=args.device)
+    for encoder in encoders:
         log(f"evaluating {encoder.name} ({encoder.kind}) on {', '.join(tasks)}")
         evaluations.append(
             evaluate_model(
@@ -129,8 +133,68 @@ def run(args: argparse.Namespace) -> int:
         "similarity": "cosine",
     }
     report = build_report(evaluations, settings)
+    modified = report["data"]["modified_files"]
+    if modified:
+        print(
+            f"psp: warning: {len(modified)} data file(s) differ from {report['data']['dir']}/MANIFEST.tsv: "
+            f"{', '.join(modified)}; these results were measured on modified data (data.modified_files in the "
+            "JSON report)",
+            file=sys.stderr,
+        )
     sys.stdout.write(markdown_report(report))
     if args.output is not None:
-        for path in write_outputs(report, args.output):
+        try:
+            written = write_outputs(report, args.output)
+        except OSError as error:
+            raise PSPInputError(
+                f"--output {args.output}: could not write the report ({error.strerror or error}); the results "
+                f"were {save_elsewhere(report)}, and the tables are on stdout above"
+            ) from None
+        for path in written:
             log(f"wrote {path}")
     return 0
+
+
+def check_output(output: str | None) -> None:
+    """Refuse, before any model is loaded, an --output that could not be written at the end."""
+    import os
+    from pathlib import Path
+
+    from ..errors import PSPInputError
+
+    if output is None:
+        return
+    path = Path(output)
+    if path.suffix.lower() in (".md", ".yaml", ".yml"):
+        raise PSPInputError(f"--output {output}: give the JSON path (e.g. results.json)")
+    if path.is_dir():
+        raise PSPInputError(f"--output {output}: is a directory; give the JSON file to write (e.g. {path}/eval.json)")
+    if path.exists() and not path.is_file():
+        raise PSPInputError(f"--output {output}: exists and is not a regular file")
+    # The report's folder is created at the end if missing: its nearest existing ancestor must be a writable folder.
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PSPInputError(f"--output {output}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PSPInputError(f"--output {output}: cannot write in {parent} (permission denied or read-only)")
+
+
+def save_elsewhere(report: dict) -> str:
+    """Keep the results of a run whose --output failed: a new JSON file in the temporary folder, else stdout.
+
+    Returns where they went, for the error message.
+    """
+    import tempfile
+
+    from .report import report_json
+
+    text = report_json(report)
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="psp-eval-", suffix=".json", delete=False) as f:
+            f.write(text)
+        return f"saved to {f.name}"
+    except OSError:
+        sys.stdout.write(text)
+        return "printed as JSON on stdout"

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..data_folder import DATA_ENV
 from ..errors import PSPInputError
+from ..io import iter_tsv, read_sentences
 
 # SemEval STS 2012-2016 sub-datasets in the order of the organisers' papers (and SentEval).
 STS_YEARS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -99,17 +100,7 @@ def _require_file(path: Path, what: str) -> Path:
 
 def read_tsv(path: Path, columns: Iterable[str]) -> list[list[str]]:
     """Rows of a headered TSV (no quoting) whose header is exactly `columns`; errors name file:line."""
-    columns = list(columns)
-    rows: list[list[str]] = []
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        header = handle.readline().rstrip("\n").split("\t")
-        if header != columns:
-            raise PSPInputError(f"{path}:1: expected header {'<TAB>'.join(columns)}, got {'<TAB>'.join(header)}")
-        for number, line in enumerate(handle, start=2):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != len(columns):
-                raise PSPInputError(f"{path}:{number}: expected {len(columns)} tab-separated fields, got {len(fields)}")
-            rows.append(fields)
+    rows = [fields for _, fields in iter_tsv(path, header=list(columns))]
     if not rows:
         raise PSPInputError(f"{path}: no data rows")
     return rows
@@ -248,8 +239,7 @@ def read_tatoeba(data_dir: Path, language: str) -> Bitext:
 
 
 def _read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        lines = [line.rstrip("\n") for line in handle]
+    lines = read_sentences(path).rows
     if not lines:
         raise PSPInputError(f"{path}: empty file")
     return lines

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import PSPInputError
 from . import data as data_module
+from .model_index import card_results, model_index, model_index_yaml
 from .tasks import SENTEVAL_TASKS, STS_YEAR_TASKS
 
 REPORT_FORMAT = "psp-eval/1"
@@ -84,74 +85,11 @@ def build_report(evaluations: Sequence[dict], settings: Mapping[str, Any]) -> di
             "dir": str(data_dir) if data_dir is not None else None,
             "files": checksums,
             "all_match_manifest": all(item["matches_manifest"] for item in checksums.values()) if checksums else None,
+            # Files whose sha256 differs from MANIFEST.tsv's (files the manifest does not list are not counted).
+            "modified_files": sorted(name for name, item in checksums.items() if item["matches_manifest"] is False),
         },
         "models": models,
     }
-
-
-# ----------------------------------------------------------------------------------------------- model card
-def card_results(evaluation: Mapping[str, Any]) -> dict:
-    """Headline numbers in the nested layout `psp_hf.hub.card` turns into a card's results and model-index."""
-    results = evaluation["results"]
-    out: dict[str, Any] = {}
-    for task in STS_YEAR_TASKS:
-        if task in results:
-            out[task] = {"pearson": results[task]["pearson_mean"], "spearman": results[task]["all_spearman"]}
-    summary = evaluation.get("summary", {}).get("sts12-16")
-    if summary and len(summary["years"]) == len(STS_YEAR_TASKS):
-        out["sts12-16"] = {"pearson": summary["pearson_mean"], "spearman": summary["all_spearman_mean"]}
-    if "stsb" in results:
-        out["stsb"] = {split: _pick(results["stsb"][split], "pearson", "spearman") for split in ("dev", "test")}
-    if "sickr" in results:
-        out["sickr"] = {"test": _pick(results["sickr"]["test"], "pearson", "spearman")}
-    if "sts17" in results:
-        out["sts17"] = {
-            pair: _pick(scores, "pearson", "spearman")
-            for pair, scores in results["sts17"].items()
-            if isinstance(scores, Mapping)
-        }
-    if "tatoeba" in results:
-        out["tatoeba"] = {
-            language: {"error_rate": scores["error_rate"]}
-            for language, scores in results["tatoeba"].items()
-            if isinstance(scores, Mapping)
-        }
-    for task in SENTEVAL_TASKS:
-        if task in results:
-            # The card's task table names SICK-E "sick-e".
-            key = "sick-e" if task == "sicke" else task
-            out[key] = _pick(results[task], "accuracy", *(("f1",) if task == "mrpc" else ()))
-    return _rounded(out)
-
-
-def _pick(scores: Mapping[str, Any], *keys: str) -> dict:
-    return {key: scores[key] for key in keys if key in scores}
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _rounded(item) for key, item in value.items()}
-    if isinstance(value, float):
-        return round(value, 2) if math.isfinite(value) else value
-    return value
-
-
-def model_index(evaluation: Mapping[str, Any], model_name: str | None = None) -> list[dict]:
-    """The `model-index` block of a model card (built by `psp_hf.hub.card`, so it is the card's own)."""
-    from huggingface_hub.repocard_data import eval_results_to_model_index
-
-    from ..hub.card import eval_results_for_card, result_rows
-
-    rows = result_rows(card_results(evaluation))
-    name = model_name or evaluation["model"]["name"]
-    return eval_results_to_model_index(name, eval_results_for_card(rows)) if rows else []
-
-
-def model_index_yaml(evaluation: Mapping[str, Any], model_name: str | None = None) -> str:
-    """The `model-index` block as YAML, ready to paste into a card's front matter."""
-    import yaml
-
-    return yaml.safe_dump({"model-index": model_index(evaluation, model_name)}, sort_keys=False, allow_unicode=True)
 
 
 # ----------------------------------------------------------------------------------------------- Markdown
@@ -278,6 +216,8 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     if files:
         matched = sum(1 for item in files.values() if item["matches_manifest"])
         lines += [f"Data: {data.get('dir')} — {matched}/{len(files)} files read match MANIFEST.tsv checksums.", ""]
+        if data.get("modified_files"):
+            lines += [f"**Modified data** (sha256 differs from MANIFEST.tsv): {', '.join(data['modified_files'])}.", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -334,7 +274,7 @@ def write_outputs(report: Mapping[str, Any], output: str | os.PathLike) -> list[
     markdown_path = output.with_suffix(".md")
     index_path = output.with_name(output.stem + ".model-index.yaml")
     contents = {
-        output: json.dumps(_finite(report), indent=2, ensure_ascii=False, default=_json_default) + "\n",
+        output: report_json(report),
         markdown_path: markdown_report(report),
         index_path: "".join(
             (f"# {model['model']['name']}\n" if len(report["models"]) > 1 else "") + model_index_yaml(model)
@@ -345,6 +285,11 @@ def write_outputs(report: Mapping[str, Any], output: str | os.PathLike) -> list[
         with atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
     return list(contents)
+
+
+def report_json(report: Mapping[str, Any]) -> str:
+    """The report as strict JSON text (NaN as null)."""
+    return json.dumps(_finite(report), indent=2, ensure_ascii=False, default=_json_default) + "\n"
 
 
 def _finite(value: Any) -> Any:

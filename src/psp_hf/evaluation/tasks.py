@@ -1,4 +1,4 @@
-"""The evaluation tasks and the harness that runs them: `evaluate_model` and `sts_dev_score`.
+"""The evaluation tasks and the harness that runs them: `evaluate_model` (STS scoring itself: `sts.py`).
 
 Every score is x100, as in the papers' tables: Pearson/Spearman x100, Tatoeba error rate in %, accuracy in %.
 STS similarities are the cosine of the two embeddings (unsupervised, no training on STS data).
@@ -6,7 +6,6 @@ STS similarities are the cosine of the two embeddings (unsupervised, no training
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import time
@@ -19,10 +18,10 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
-from ..similarity import cosine_pairs
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter, wrap_encoder
+from .sts import DEV_SPLITS, correlation, embed_sentences, load_metric, pair_cosines, sts_dev_score
 
 STS_YEAR_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16")
 STS_TASKS: tuple[str, ...] = (*STS_YEAR_TASKS, "stsb", "sickr")
@@ -46,11 +45,6 @@ TASK_ALIASES: dict[str, str] = {
     "sick-e": "sicke", "sickentailment": "sicke", "sst-2": "sst2", "sst-5": "sst5", "sts2017": "sts17",
     "sts12-train": "sts12",
 }  # fmt: skip
-# Pairs that `sts_dev_score` accepts: small, fast sets for checking a model during training.
-DEV_SPLITS: tuple[str, ...] = (
-    "stsb-train", "stsb-dev", "stsb-test", "sickr-train", "sickr-trial", "sickr-test",
-    *(f"sts17-{pair}" for pair in data_module.STS17_FILES),
-)  # fmt: skip
 
 
 def resolve_tasks(names: Iterable[str] | None) -> list[str]:
@@ -78,35 +72,18 @@ def resolve_tasks(names: Iterable[str] | None) -> list[str]:
     return [task for task in ALL_TASKS if task in wanted]
 
 
-@functools.cache
-def load_metric(name: str):
-    """One of the project's `evaluate` metric modules (`sts_correlation`, `bitext_mining`), loaded by path."""
-    import evaluate
-
-    path = Path(__file__).resolve().parent / "metrics" / f"{name}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"metric module {path} is missing")
-    # keep_in_memory: no cache files on disk, so concurrent runs never share or lock anything.
-    return evaluate.load(str(path), keep_in_memory=True)
-
-
-def _correlation(predictions: np.ndarray, gold: np.ndarray) -> dict:
-    scores = load_metric("sts_correlation").compute(predictions=predictions, references=gold)
-    return {"pearson": 100 * scores["pearson"], "spearman": 100 * scores["spearman"], "n": scores["n"]}
-
-
 @dataclass
 class _Run:
     """What every task needs: the encoder, where the data is, and the run's options."""
 
     encoder: EncoderAdapter
     data_dir: Path
-    batch_size: int | None
-    progress: bool
-    tatoeba_languages: Sequence[str]
-    sts17_pairs: Sequence[str]
-    senteval_kfold: int
-    seed: int
+    batch_size: int | None = None
+    progress: bool = False
+    tatoeba_languages: Sequence[str] = data_module.TATOEBA_DEFAULT_LANGUAGES
+    sts17_pairs: Sequence[str] = data_module.STS17_DEFAULT_PAIRS
+    senteval_kfold: int = 10
+    seed: int = senteval.SENTEVAL_SEED
     files: set[Path] = field(default_factory=set)
 
     def use(self, item: Any) -> Any:
@@ -115,29 +92,8 @@ class _Run:
         return item
 
     def embed(self, sentences: Sequence[str], description: str) -> np.ndarray:
-        """Embeddings of `sentences`, each distinct sentence encoded once, shortest first."""
-        from tqdm.auto import tqdm
-
-        unique = list(dict.fromkeys(sentences))
-        # Length order: transformers pad each batch to its longest sentence.
-        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
-        batch_size = self.batch_size or self.encoder.default_batch_size
-        chunk = max(4 * batch_size, 1024)
-        table: np.ndarray | None = None
-        with tqdm(
-            total=len(unique), desc=description, unit="sent", disable=not self.progress, leave=False, file=sys.stderr
-        ) as bar:
-            for start in range(0, len(order), chunk):
-                rows = order[start : start + chunk]
-                vectors = self.encoder.encode([unique[i] for i in rows], batch_size=batch_size)
-                if table is None:
-                    table = np.empty((len(unique), vectors.shape[1]), dtype=np.float32)
-                table[rows] = vectors
-                bar.update(len(rows))
-        if table is None:
-            raise PSPInputError(f"{description}: nothing to encode")
-        index = {sentence: i for i, sentence in enumerate(unique)}
-        return table[[index[sentence] for sentence in sentences]]
+        """Embeddings of `sentences` (see `sts.embed_sentences`)."""
+        return embed_sentences(self.encoder, sentences, self.batch_size, self.progress, description)
 
     def classify_bar(self, task: str, total: int):
         from tqdm.auto import tqdm
@@ -147,24 +103,14 @@ class _Run:
 
 # ---------------------------------------------------------------------------------------------- STS tasks
 def _score_pair_sets(run: _Run, pair_sets: Sequence[data_module.PairSet], task: str) -> list[np.ndarray]:
-    """Cosine similarity of every pair of every set, encoding all their sentences in one go."""
-    sentences = [s for pairs in pair_sets for s in (*pairs.sentences1, *pairs.sentences2)]
-    embeddings = run.embed(sentences, f"{task}: encode")
-    out, at = [], 0
-    for pairs in pair_sets:
-        n = len(pairs)
-        out.append(cosine_pairs(embeddings[at : at + n], embeddings[at + n : at + 2 * n], np.float64))
-        at += 2 * n
-    return out
+    return pair_cosines(run.embed, pair_sets, f"{task}: encode")
 
 
 def _run_sts_year(run: _Run, task: str) -> dict:
     pair_sets = [run.use(pairs) for pairs in data_module.read_sts_year(run.data_dir, task)]
     similarities = _score_pair_sets(run, pair_sets, task)
-    per_dataset = {
-        pairs.name: _correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)
-    }
-    everything = _correlation(np.concatenate(similarities), np.concatenate([p.gold for p in pair_sets]))
+    per_dataset = {pairs.name: correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)}
+    everything = correlation(np.concatenate(similarities), np.concatenate([p.gold for p in pair_sets]))
     sizes = np.array([scores["n"] for scores in per_dataset.values()], dtype=np.float64)
     pearsons = np.array([scores["pearson"] for scores in per_dataset.values()])
     spearmans = np.array([scores["spearman"] for scores in per_dataset.values()])
@@ -185,7 +131,7 @@ def _run_stsb(run: _Run, task: str) -> dict:
     splits = [run.use(data_module.read_stsb(run.data_dir, split)) for split in ("dev", "test")]
     similarities = _score_pair_sets(run, splits, task)
     return {
-        split: _correlation(sim, pairs.gold)
+        split: correlation(sim, pairs.gold)
         for split, pairs, sim in zip(("dev", "test"), splits, similarities, strict=True)
     }
 
@@ -193,14 +139,14 @@ def _run_stsb(run: _Run, task: str) -> dict:
 def _run_sickr(run: _Run, task: str) -> dict:
     test = run.use(data_module.read_sick_relatedness(run.data_dir, "test"))
     (similarity,) = _score_pair_sets(run, [test], task)
-    return {"test": _correlation(similarity, test.gold)}
+    return {"test": correlation(similarity, test.gold)}
 
 
 def _run_sts17(run: _Run, task: str) -> dict:
     pair_sets = [run.use(data_module.read_sts17(run.data_dir, pair)) for pair in run.sts17_pairs]
     similarities = _score_pair_sets(run, pair_sets, task)
     out: dict[str, Any] = {
-        pairs.name: _correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)
+        pairs.name: correlation(sim, pairs.gold) for pairs, sim in zip(pair_sets, similarities, strict=True)
     }
     out["pearson_mean"] = float(np.mean([out[pairs.name]["pearson"] for pairs in pair_sets]))
     return out
@@ -412,28 +358,18 @@ def evaluate_model(
     }
 
 
-@functools.lru_cache(maxsize=32)
-def _dev_pairs(data_dir: str, split: str) -> data_module.PairSet:
-    name, _, part = split.partition("-")
-    if name == "stsb":
-        return data_module.read_stsb(Path(data_dir), part)
-    if name == "sickr":
-        return data_module.read_sick_relatedness(Path(data_dir), part)
-    return data_module.read_sts17(Path(data_dir), part)
-
-
-def sts_dev_score(
-    encoder: Any, split: str = "stsb-dev", data_dir: str | os.PathLike | None = None, batch_size: int | None = None
-) -> float:
-    """Pearson x100 of cosine similarity on one STS set; fast enough to call during training.
-
-    `split` is one of DEV_SPLITS, e.g. `stsb-dev` or `sts17-en-en` (the 250 pairs P-SP was tuned on).
-    """
-    if split not in DEV_SPLITS:
-        raise PSPInputError(f"unknown STS split {split!r}; valid: {', '.join(DEV_SPLITS)}")
-    pairs = _dev_pairs(str(existing_data_dir(data_dir)), split)
-    adapter = wrap_encoder(encoder)
-    size = batch_size or adapter.default_batch_size
-    left = adapter.encode(pairs.sentences1, batch_size=size)
-    right = adapter.encode(pairs.sentences2, batch_size=size)
-    return _correlation(cosine_pairs(left, right, np.float64), pairs.gold)["pearson"]
+__all__ = [
+    "ALL_TASKS",
+    "DEFAULT_TASKS",
+    "DEV_SPLITS",
+    "FAST_TASKS",
+    "SENTEVAL_TASKS",
+    "STS_TASKS",
+    "STS_YEAR_TASKS",
+    "TASK_GROUPS",
+    "evaluate_model",
+    "load_metric",
+    "resolve_tasks",
+    "sts_dev_score",
+    "summarize",
+]

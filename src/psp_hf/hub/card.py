@@ -5,32 +5,24 @@ A card is `hub_cards/_card.md` (the shared body) filled with the language's fact
 configuration, its training settings (`training_info`) and its evaluation results (`eval_results`). Nothing
 about this checkpoint is typed into a template; a task the run did not measure is simply absent.
 
-`eval_results` is a mapping of task name to metrics, nested as deep as needed, for example::
-
-    {"sts12-16": {"pearson": 0.612, "spearman": 0.604},
-     "stsb": {"test": {"pearson": 0.65}},
-     "sts17": {"ar-ar": {"pearson": 0.55}},
-     "tatoeba": {"de": {"error_rate": 0.12}}}
-
-Leaves are numbers; the last key above a leaf is the metric, the keys above it name the task (joined with
-"/"). Known tasks (SemEval STS, STS Benchmark, SICK, STS17, Tatoeba, SentEval) get their proper dataset names
-and Hub dataset ids in the `model-index`; any other task is kept under its own name.
+`eval_results` is a mapping of task name to metrics in the layout of `psp_hf.evaluation.model_index` (which
+also maps each task to its dataset in the `model-index`). The card is a `huggingface_hub.ModelCard` rendered
+from the Jinja template `hub_cards/_card.md`; its front matter is a `ModelCardData`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-import string
 from collections.abc import Mapping
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
+from ..evaluation.model_index import METRIC_NAMES, ResultRow, eval_results_for_card, result_rows
+from ..io import atomic_path
 
 LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh")
 
@@ -91,136 +83,6 @@ _SETTING_LABELS = {
 # Rendered as their own lines above the settings table.
 _TEACHER_KEYS = ("teacher", "training_text")
 
-_METRIC_NAMES = {
-    "pearson": "Pearson (cosine)",
-    "spearman": "Spearman (cosine)",
-    "error_rate": "error rate",
-    "accuracy": "accuracy",
-    "f1": "F1",
-}
-
-
-@dataclass(frozen=True)
-class _Task:
-    task_type: str
-    task_name: str
-    dataset_name: str
-    dataset_type: str
-    dataset_config: str | None = None
-    dataset_split: str | None = None
-
-
-_STS = ("sentence-similarity", "Semantic Textual Similarity")
-_MINING = ("bitext-mining", "Bitext Mining")
-_CLASSIFICATION = ("text-classification", "Text Classification (SentEval)")
-
-_SENTEVAL = {
-    "mr": "MR (movie reviews)", "cr": "CR (product reviews)", "subj": "SUBJ (subjectivity)",
-    "mpqa": "MPQA (opinion polarity)", "trec": "TREC (question types)", "sst2": "SST-2", "sst5": "SST-5",
-    "mrpc": "MRPC (paraphrase detection)", "sick-e": "SICK-E (entailment)",
-}  # fmt: skip
-
-_TATOEBA_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "cmn"}
-
-
-def _tatoeba_code(language: str) -> str:
-    # The evaluation package knows more two-letter codes than the card's languages; it is optional here.
-    try:
-        from ..evaluation.data import TATOEBA_CODES
-    except ImportError:
-        TATOEBA_CODES = {}  # noqa: N806 - same name as the optional import
-    return TATOEBA_CODES.get(language) or _TATOEBA_CODES.get(language, language)
-
-
-def _describe_task(path: tuple[str, ...]) -> _Task:
-    """Dataset metadata of a task from its key path (`("sts17", "ar-ar")`, `("stsb", "test")`, ...)."""
-    keys = [part.lower().replace("_", "-") for part in path]
-    head, rest = keys[0], keys[1:]
-    splits = {"test", "dev", "validation", "train", "trial"}
-    split = next((key for key in rest if key in splits), None)
-    rest = [key for key in rest if key not in splits]
-    year = re.fullmatch(r"sts(1[2-6])", head)
-    if year:
-        name = f"SemEval STS 20{year.group(1)}" + (f" ({'/'.join(rest)})" if rest else "")
-        return _Task(*_STS, name, f"mteb/sts{year.group(1)}-sts", "/".join(rest) or None, split or "test")
-    if head in ("sts12-16", "sts-avg", "sts", "sts-2012-2016"):
-        return _Task(*_STS, "SemEval STS 2012-2016 (mean of the years)", "sts12-16", None, split or "test")
-    if head in ("stsb", "sts-b", "stsbenchmark", "stsb-test", "stsb-dev"):
-        split = split or ("dev" if head.endswith("dev") else "test")
-        return _Task(*_STS, f"STS Benchmark ({split})", "mteb/stsbenchmark-sts", None, split)
-    if head in ("sick-r", "sickr", "sick-r-test", "sick"):
-        return _Task(*_STS, "SICK-R", "mteb/sickr-sts", None, split or "test")
-    if head.startswith("sts17"):
-        pair = "-".join(part for part in [head[len("sts17") :].strip("-"), *rest] if part)
-        return _Task(*_STS, f"STS17 ({pair})" if pair else "STS17", "mteb/sts17-crosslingual-sts", pair or None, "test")
-    if head.startswith("tatoeba"):
-        language = "-".join(part for part in [head[len("tatoeba") :].strip("-"), *rest] if part)
-        code = _tatoeba_code(language)
-        config = f"{code}-eng" if code and not code.endswith("-eng") else code or None
-        name = f"Tatoeba ({config})" if config else "Tatoeba"
-        return _Task(*_MINING, name, "mteb/tatoeba-bitext-mining", config, "test")
-    if head in _SENTEVAL:
-        return _Task(*_CLASSIFICATION, _SENTEVAL[head], head, None, split)
-    return _Task(*_STS, "/".join(path), "/".join(keys), None, split)
-
-
-@dataclass(frozen=True)
-class ResultRow:
-    """One measured number: which task and metric, its value, and the untrained table's value if known."""
-
-    task: _Task
-    metric: str
-    value: float
-    baseline: float | None = None
-
-
-def _leaves(results: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], float]:
-    found: dict[tuple[str, ...], float] = {}
-    for key, value in results.items():
-        path = (*prefix, str(key))
-        if isinstance(value, Mapping):
-            found.update(_leaves(value, path))
-        elif isinstance(value, bool) or value is None:
-            continue
-        elif isinstance(value, (int, float)) and math.isfinite(float(value)):
-            found[path] = float(value)
-        # Strings, lists and the like are descriptions (dataset paths, sizes), not scores.
-    return found
-
-
-def result_rows(
-    eval_results: Mapping[str, Any] | None, baseline_results: Mapping[str, Any] | None = None
-) -> list[ResultRow]:
-    """Flatten nested results into rows; a leaf at the top level counts as the task's `score`."""
-    if not eval_results:
-        return []
-    baseline = _leaves(baseline_results or {})
-    rows = []
-    for path, value in _leaves(eval_results).items():
-        task_path, metric = (path[:-1], path[-1]) if len(path) > 1 else (path, "score")
-        rows.append(ResultRow(_describe_task(task_path), metric, value, baseline.get(path)))
-    return rows
-
-
-def eval_results_for_card(rows: list[ResultRow]) -> list:
-    """`huggingface_hub.EvalResult`s for the card's `model-index`."""
-    from huggingface_hub import EvalResult
-
-    return [
-        EvalResult(
-            task_type=row.task.task_type,
-            task_name=row.task.task_name,
-            dataset_type=row.task.dataset_type,
-            dataset_name=row.task.dataset_name,
-            dataset_config=row.task.dataset_config,
-            dataset_split=row.task.dataset_split,
-            metric_type=row.metric,
-            metric_name=_METRIC_NAMES.get(row.metric, row.metric),
-            metric_value=round(row.value, 6),
-        )
-        for row in rows
-    ]
-
 
 # ------------------------------------------------------------------------------------------------ templates
 def _template_text(name: str) -> str:
@@ -229,16 +91,15 @@ def _template_text(name: str) -> str:
 
 def language_template(language: str) -> tuple[dict[str, Any], str]:
     """The facts (front matter) and the Markdown notes of `hub_cards/<language>.md`."""
-    import yaml
+    from huggingface_hub import RepoCard
 
     if language not in LANGUAGES:
         raise PSPInputError(f"language {language!r}: no card template (known: {', '.join(LANGUAGES)})")
-    text = _template_text(f"{language}.md")
-    match = re.match(r"---\n(.*?)\n---\n(.*)", text, flags=re.DOTALL)
-    if match is None:
+    template = RepoCard(_template_text(f"{language}.md"))
+    facts = template.data.to_dict()
+    if not facts:
         raise ValueError(f"hub_cards/{language}.md: no YAML front matter")
-    facts = yaml.safe_load(match.group(1))
-    return facts, match.group(2).strip()
+    return facts, template.text.strip()
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -337,7 +198,7 @@ def _results_table(rows: list[ResultRow]) -> str:
     lines = [header, "|---|---|---|---|" + ("---|" if with_baseline else "")]
     for row in rows:
         line = (
-            f"| {row.task.task_name} | {row.task.dataset_name} | {_METRIC_NAMES.get(row.metric, row.metric)} "
+            f"| {row.task.task_name} | {row.task.dataset_name} | {METRIC_NAMES.get(row.metric, row.metric)} "
             f"| {_format_number(row.value)} |"
         )
         if with_baseline:
@@ -380,7 +241,7 @@ def render_model_card(
     are the scores of an untrained (random) table over the same vocabulary, shown beside the trained ones.
     `max_seq_length` is the sentence-transformers truncation length written with the model, if any.
     """
-    from huggingface_hub import ModelCardData
+    from huggingface_hub import ModelCard, ModelCardData
 
     from ..sentence_transformers_layout import DEFAULT_MAX_SEQ_LENGTH
 
@@ -441,8 +302,8 @@ def render_model_card(
             "dropped there"
         ),
     }
-    body = string.Template(_template_text("_card.md")).substitute(values)
-    return f"---\n{card_data.to_yaml()}\n---\n\n{body.strip()}\n"
+    card = ModelCard.from_template(card_data, template_str=_template_text("_card.md"), **values)
+    return f"{str(card).rstrip()}\n"
 
 
 def write_model_card(
@@ -458,9 +319,8 @@ def write_model_card(
         encoder_or_config, language, eval_results=eval_results, training_info=training_info, **kwargs
     )
     path = Path(directory) / CARD_FILENAME
-    tmp = path.with_name(f".{CARD_FILENAME}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
 
 

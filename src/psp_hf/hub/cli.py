@@ -107,6 +107,18 @@ def check_model_folder(folder: Path) -> dict:
     return config
 
 
+def _load_encoder(folder: Path):
+    from ..encoder import PSPEncoder
+
+    try:
+        return PSPEncoder.from_pretrained(folder)
+    except PSPInputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged folder is bad input: one line, nothing pushed
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise PSPInputError(f"MODEL_DIR {folder}: cannot load the model ({type(error).__name__}: {reason})") from None
+
+
 def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
     from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
 
@@ -157,9 +169,7 @@ def run(args: argparse.Namespace) -> int:
         card_news = any(v is not None for v in (args.eval_results, args.baseline_results, args.training_info))
         render_card = bool(args.language) and (card_news or not (folder / CARD_FILENAME).is_file())
         if not (folder / "modules.json").is_file() or render_card:
-            from ..encoder import PSPEncoder
-
-            encoder = PSPEncoder.from_pretrained(folder)
+            encoder = _load_encoder(folder)
         if not (folder / "modules.json").is_file():
             for path in write_sentence_transformers_files(staging, encoder):
                 extra[path.relative_to(staging).as_posix()] = path

@@ -66,7 +66,12 @@ class ConversionReport:
 
 
 def load_original_checkpoint(path: str | os.PathLike, trust_pickle: bool = False) -> dict[str, Any]:
-    """Read a checkpoint of the original code without running arbitrary pickled code (unless trusted)."""
+    """Read a checkpoint of the original code: a pickle, so only when the caller vouches for the file.
+
+    Unpickling can run code stored in the file, and psp otherwise reads safetensors only. Without `trust_pickle`
+    nothing is read. With it, torch's restricted loader (tensors, containers and the argument namespace) is
+    tried first, and a full unpickle is done only for a file that needs one.
+    """
     import pickle
 
     import torch
@@ -74,20 +79,22 @@ def load_original_checkpoint(path: str | os.PathLike, trust_pickle: bool = False
     path = Path(path)
     if not path.is_file():
         raise PSPInputError(f"--checkpoint {path}: no such file")
+    if not trust_pickle:
+        raise PSPInputError(
+            f"--checkpoint {path}: the original checkpoints are pickles, and unpickling a file can run code stored "
+            "in it; psp reads one only when you vouch for it: pass --trust-pickle if you trust where the file "
+            "came from"
+        )
     try:
-        if trust_pickle:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-        else:
+        try:
             # The only class in these files besides tensors and containers is the argparse namespace `args`.
             with torch.serialization.safe_globals([argparse.Namespace]):
                 checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        raise PSPInputError(
-            f"--checkpoint {path}: holds objects beyond tensors and the argument namespace "
-            f"({str(error).splitlines()[0]}); pass --trust-pickle only if you trust where the file came from"
-        ) from None
-    except (RuntimeError, EOFError, OSError) as error:
-        raise PSPInputError(f"--checkpoint {path}: not a readable torch checkpoint ({error})") from None
+        except pickle.UnpicklingError:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, AttributeError, ModuleNotFoundError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise PSPInputError(f"--checkpoint {path}: not a readable torch checkpoint ({reason})") from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "vocab" not in checkpoint:
         keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
         raise PSPInputError(
@@ -288,7 +295,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     parser.add_argument(
         "--trust-pickle", action="store_true",
-        help="unpickle arbitrary objects (only for files you trust; needed only for unusual checkpoints)",
+        help="required: the original checkpoints are pickles, which can run code when read; pass this only for "
+        "files you trust (tensors are read with torch's restricted loader first)",
     )  # fmt: skip
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
@@ -296,6 +304,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `psp convert-original`."""
     output = Path(args.output)
+    if not args.trust_pickle:
+        # The refusal comes before anything is read or written (same message as load_original_checkpoint's).
+        load_original_checkpoint(args.checkpoint, trust_pickle=False)
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not args.overwrite:
         # Checked before the (slow) conversion too, so a typo costs nothing.
         raise PSPInputError(f"--output {output}: exists and is not empty; pass --overwrite to replace it")

@@ -7,8 +7,9 @@ An `evaluate` metric module; load it by path so it works offline:
 >>> metric.compute(source_embeddings=source, target_embeddings=target)
 {'error_rate': 0.05, 'error_rate_source_to_target': 0.04, 'error_rate_target_to_source': 0.06, 'n': 1000}
 
-Row i of the source side is the translation of row i of the target side. The file is self-contained
-(numpy only) so it can also be published as a metric Space.
+Row i of the source side is the translation of row i of the target side. Cosines come from
+`psp_hf.similarity` (an absolute import, which `evaluate` resolves from the installed package), the project's
+one cosine module.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import datasets
 import evaluate
 import numpy as np
+
+from psp_hf.similarity import cosine_matrix
 
 _DESCRIPTION = """\
 Bitext mining as in the Tatoeba evaluation of Artetxe & Schwenk (2019, LASER): every sentence of one side
@@ -48,13 +51,6 @@ _CITATION = """\
 """
 
 
-def unit_rows(embeddings: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 (zero rows stay zero)."""
-    embeddings = np.asarray(embeddings, dtype=np.float32)
-    norms = np.linalg.norm(embeddings, axis=1, keepdims=True)
-    return embeddings / np.maximum(norms, np.float32(1e-12))
-
-
 def nearest_neighbour_errors(source: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     """Error rates (source->target, target->source) of nearest-cosine-neighbour retrieval."""
     source = np.atleast_2d(np.asarray(source, dtype=np.float32))
@@ -66,7 +62,7 @@ def nearest_neighbour_errors(source: np.ndarray, target: np.ndarray) -> tuple[fl
     n = len(source)
     if n == 0:
         raise ValueError("bitext mining needs at least one pair")
-    similarity = unit_rows(source) @ unit_rows(target).T
+    similarity = cosine_matrix(source, target)
     gold = np.arange(n)
     # argmax returns the first maximum, which makes ties resolve the same way on every run.
     source_to_target = float(np.mean(np.argmax(similarity, axis=1) != gold))
