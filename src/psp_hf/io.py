@@ -61,6 +61,10 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
+class TruncatedInputError(PSPInputError):
+    """A compressed file that breaks off (or turns to garbage) after some good lines: nothing after can be read."""
+
+
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """Yield `(line_number, bytes)` with the line ending removed; line numbers start at 1. `-` reads stdin."""
     with _open_binary(path) as handle:
@@ -69,7 +73,7 @@ def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
             for number, raw in enumerate(handle, start=1):  # noqa: B007 - number names the line of an error
                 yield number, raw.rstrip(b"\r\n")
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-            raise PSPInputError(f"{path}:{number + 1}: broken gzip data ({error})") from None
+            raise TruncatedInputError(f"{path}:{number + 1}: cannot read further: broken gzip data ({error})") from None
 
 
 @dataclass

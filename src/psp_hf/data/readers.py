@@ -22,13 +22,12 @@ and the end of that file.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io import _decode, iter_raw_lines
+from ..io import TruncatedInputError, _decode, iter_raw_lines
 
 Column = int | str  # 0-based index, or a header name
 
@@ -148,14 +147,11 @@ class PairReader:
 
     def _checked_lines(self) -> Iterator[tuple[int, bytes]]:
         """`iter_raw_lines`, with a truncated or corrupt gzip stream reported at the line where it broke."""
-        number = 0
         try:
-            for number, raw in iter_raw_lines(self.path):
-                yield number, raw
-        except (EOFError, zlib.error, OSError) as error:
-            # gzip raises EOFError for a cut-off stream and BadGzipFile (an OSError) for garbage. Nothing after
-            # it can be read: an error, or with skip_bad_lines one bad line and the end of this file.
-            self._bad(f"{self.path}:{number + 1}: cannot read further: {error}")
+            yield from iter_raw_lines(self.path)
+        except TruncatedInputError as error:
+            # Nothing after it can be read: an error, or with skip_bad_lines one bad line and the end of this file.
+            self._bad(str(error))
 
     def _bad(self, message: str) -> None:
         if not self.skip_bad_lines:
