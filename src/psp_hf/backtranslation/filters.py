@@ -139,14 +139,14 @@ def machine_scores(references: Sequence[str], translations: Sequence[str], seed:
     n = len(translations)
     if n < 4:
         raise ValueError(f"the reference-vs-translation classifier needs at least 4 pairs, got {n}")
-    vectorizer = HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4), n_features=2**20, alternate_sign=False)
+    vectorizer = HashingVectorizer(analyzer="char_wb", ngram_range=(1, 4), n_features=2**18, alternate_sign=False)
     fold = np.random.default_rng(seed).permutation(n) % 2
     result = np.empty(n, dtype=np.float64)
     for held_out in (0, 1):
         train = np.flatnonzero(fold != held_out)
         texts = [references[i] for i in train] + [translations[i] for i in train]
         labels = np.r_[np.zeros(len(train)), np.ones(len(train))]
-        classifier = LogisticRegression(max_iter=1000, random_state=seed)
+        classifier = LogisticRegression(solver="liblinear", max_iter=1000, random_state=seed)
         classifier.fit(vectorizer.transform(texts), labels)
         test = np.flatnonzero(fold == held_out)
         result[test] = classifier.predict_proba(vectorizer.transform([translations[i] for i in test]))[:, 1]
