@@ -219,7 +219,8 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
             "--no-langid",
             "--no-score-filter",
             "--no-overlap-filter",
-            "--no-tokenizer",
+            "--vocab-size",
+            "40",
             "--min-tokens",
             "1",
             "-q",
@@ -230,6 +231,14 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
 
     data = load_dataset("parquet", data_files=str(prepared / "data" / "*.parquet"), split="train")
     assert len(data) > 0 and set(data["sentence1"]) <= {r.lower() for r, _ in expected}
+    # ... and into psp train.
+    model = tmp_path / "model"
+    train = ["--data", str(prepared), "--output-dir", str(model), "--dim", "8", "--batch-size", "4"]
+    train += ["--megabatch-size", "1", "--epochs", "1", "--dev", "none", "--quiet"]
+    assert main(["train", *train]) == 0, capsys.readouterr().err
+    from psp_hf import load
+
+    assert load(model).encode([expected[0][1]]).shape == (1, 8)
 
     # A finished run with other bounds: no translation, only refiltering.
     assert run_cli(*args, "--out", str(out), "--max-bleu", "0") == 0
