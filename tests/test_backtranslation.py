@@ -206,6 +206,11 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
         assert 0.0 <= float(fields[7]) <= 1.0 and float(fields[6]) > 0  # machine probability, LM NLL
     card = (out / "README.md").read_text()
     assert "config_name: pairs" in card and "- cs" in card
+    from datasets import load_dataset
+
+    # The card's configs let `datasets` read both TSV files of the folder.
+    assert load_dataset(str(out), "pairs", split="train")["sentence2"] == [t for _, t in expected]
+    assert load_dataset(str(out), "translations", split="train")["reference"] == references
 
     # Into psp prepare like any paraphrase data (no score column: no score filter).
     prepared = tmp_path / "prepared"
@@ -227,8 +232,6 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
         ]
     )
     assert code == 0, capsys.readouterr().err
-    from datasets import load_dataset
-
     data = load_dataset("parquet", data_files=str(prepared / "data" / "*.parquet"), split="train")
     assert len(data) > 0 and set(data["sentence1"]) <= {r.lower() for r, _ in expected}
     # ... and into psp train.
@@ -331,3 +334,14 @@ def test_language_model_nll_is_a_forward_pass(models_dir):
         with torch.no_grad():
             logits = lm(input_ids=ids).logits
         assert value == pytest.approx(float(torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:])), abs=1e-5)
+
+
+def test_push_to_hub(models_dir, tmp_path, hub_server, hub_repo_id, capsys):
+    make_bitext(tmp_path / "b.tsv", 6)
+    out = tmp_path / "out"
+    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--out", str(out), "--push-to-hub", hub_repo_id)
+    assert code == 0, capsys.readouterr().err
+    files = hub_server.repo_files(hub_repo_id, repo_type="dataset")
+    assert {"translations.tsv", "pairs.tsv", "README.md", "report.json"} <= set(files)
+    assert run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--push-to-hub", "not a repo id") == 2
+    assert "--push-to-hub 'not a repo id'" in capsys.readouterr().err
