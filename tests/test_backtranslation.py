@@ -315,7 +315,10 @@ def test_bad_input_names_file_and_line(models_dir, tmp_path, capsys):
     assert "--max-lm need --lm" in capsys.readouterr().err
     assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--min-bleu", "5", "--max-bleu", "1")
     assert "range is empty" in capsys.readouterr().err
-    assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--columns", "cs,en") == 2
+    code = run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--lm", str(tmp_path / "no-lm"))
+    assert code == 2 and "psp: error: filtering" in capsys.readouterr().err
+    assert (tmp_path / "p" / "translations.tsv").is_file()  # the translations are kept
+    assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "q"), "--columns", "cs,en") == 2
     assert "no header" in capsys.readouterr().err
 
 

@@ -195,10 +195,11 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         filtering = filter_translations(out, filter_settings)
-    except ValueError as error:
-        if isinstance(error, PSPInputError):
-            raise
-        raise PSPInputError(str(error)) from None
+    except PSPInputError:
+        raise
+    except (OSError, ValueError) as error:
+        # A --lm or --score-model that cannot be loaded, or a classifier with too few pairs: one error line.
+        raise PSPInputError(f"filtering {out}: {error}") from None
     report = {
         "command": " ".join(["psp", *sys.argv[1:]]) if sys.argv[1:2] == ["backtranslate"] else None,
         "translation_settings": {k: v for k, v in vars(settings).items() if not k.startswith("input_")},
