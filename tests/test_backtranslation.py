@@ -348,3 +348,16 @@ def test_push_to_hub(models_dir, tmp_path, hub_server, hub_repo_id, capsys):
     assert {"translations.tsv", "pairs.tsv", "README.md", "report.json"} <= set(files)
     assert run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--push-to-hub", "not a repo id") == 2
     assert "--push-to-hub 'not a repo id'" in capsys.readouterr().err
+
+
+def test_target_token_starts_every_translation(models_dir, tmp_path, capsys):
+    rows = make_bitext(tmp_path / "b.tsv", 8)
+    translator = Translator(str(models_dir / "mt"), device="cpu", num_beams=2, max_new_tokens=6, target_token="sun")
+    translations, costs = translator.translate([source for source, _ in rows], batch_size=3)
+    assert all(translation.split()[0] == "sun" for translation in translations)
+    # The forced token is part of the scored translation.
+    for (source, _), translation, cost in zip(rows, translations, costs, strict=True):
+        if len(translation.split()) < 6:
+            assert cost == pytest.approx(forward_cost(translator, source, translation), abs=1e-4)
+    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--out", str(tmp_path / "o"), "--target-token", "xx")
+    assert code == 2 and "--target-token 'xx' is not in the vocabulary" in capsys.readouterr().err

@@ -84,6 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     group.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None, help="model weights")
     group.add_argument("--threads", type=_positive, default=None, help="torch CPU threads")
+    group.add_argument(
+        "--target-token",
+        default=None,
+        help="token that starts every translation, for many-to-many models (e.g. eng_Latn for NLLB, __en__ for M2M100)",
+    )
+    group.add_argument(
+        "--tokenizer-src-lang", default=None, help="the tokenizer's source language code (e.g. ces_Latn for NLLB)"
+    )
     group = parser.add_argument_group("filters (bounds are inclusive; none is set by default)")
     group.add_argument("--overlap-order", type=_positive, default=3, help="n of the n-gram overlap (default 3)")
     group.add_argument("--lm", default=None, help="causal language model (folder or Hub id) for the lm measure")
@@ -159,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         columns=args.columns,
         header=args.header,
+        target_token=args.target_token,
+        tokenizer_src_lang=args.tokenizer_src_lang,
         input_size=stat.st_size,
         input_mtime_ns=stat.st_mtime_ns,
     )
@@ -177,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             max_source_tokens=args.max_source_tokens,
             dtype=args.dtype,
+            target_token=args.target_token,
+            tokenizer_src_lang=args.tokenizer_src_lang,
         )
 
     progress = args.progress or (not args.quiet and sys.stderr.isatty())

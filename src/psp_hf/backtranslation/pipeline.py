@@ -50,6 +50,8 @@ class TranslateSettings:
     chunk_size: int = 1024
     columns: list | None = None
     header: str = "auto"
+    target_token: str | None = None
+    tokenizer_src_lang: str | None = None
     input_size: int = 0
     input_mtime_ns: int = 0
 

@@ -97,6 +97,8 @@ class Translator:
         max_new_tokens: int = 256,
         max_source_tokens: int = 512,
         dtype: str | None = None,
+        target_token: str | None = None,
+        tokenizer_src_lang: str | None = None,
     ):
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -111,6 +113,18 @@ class Translator:
         except (OSError, ValueError) as error:
             raise PSPInputError(f"--model {model}: cannot load a seq2seq model and tokenizer: {error}") from error
         self.num_beams, self.max_new_tokens, self.max_source_tokens = num_beams, max_new_tokens, max_source_tokens
+        # Many-to-many models (NLLB, M2M100, mBART) take the source language on the tokenizer and start the
+        # translation with a forced target-language token.
+        if tokenizer_src_lang is not None:
+            if not hasattr(self.tokenizer, "src_lang"):
+                raise PSPInputError(f"--tokenizer-src-lang: the tokenizer of {model} has no source language setting")
+            self.tokenizer.src_lang = tokenizer_src_lang
+        self.forced_bos_token_id = None
+        if target_token is not None:
+            token_id = self.tokenizer.convert_tokens_to_ids(target_token)
+            if token_id is None or token_id == self.tokenizer.unk_token_id:
+                raise PSPInputError(f"--target-token {target_token!r} is not in the vocabulary of {model}")
+            self.forced_bos_token_id = token_id
         config = self.model.generation_config
         self.eos_token_id = config.eos_token_id if config.eos_token_id is not None else self.tokenizer.eos_token_id
         if isinstance(self.eos_token_id, list):
@@ -143,7 +157,11 @@ class Translator:
         inputs.pop("token_type_ids", None)
         with torch.inference_mode():
             generated = self.model.generate(
-                **inputs, num_beams=self.num_beams, do_sample=False, max_new_tokens=self.max_new_tokens
+                **inputs,
+                num_beams=self.num_beams,
+                do_sample=False,
+                max_new_tokens=self.max_new_tokens,
+                **({"forced_bos_token_id": self.forced_bos_token_id} if self.forced_bos_token_id is not None else {}),
             )
             costs = self._costs(inputs, generated)
         texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
