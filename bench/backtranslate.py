@@ -86,7 +86,7 @@ def main() -> None:
             result = translate_bitext(out, settings, make, batch_size=args.batch_size)
             print(
                 f"translate, beam {beams}: {result['pairs']} pairs in {result['seconds']:.2f} s = "
-                f"{result['pairs_per_second']:,.1f} pairs/s (includes loading the model)"
+                f"{result['pairs_per_second']:,.1f} pairs/s (translating and writing; the total includes loading)"
             )
         for label, settings in [
             ("filters: length, cost, overlap, bleu", FilterSettings()),

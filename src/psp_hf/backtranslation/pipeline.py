@@ -139,6 +139,7 @@ def translate_bitext(
     done = skipped = pairs = 0
     started = time.perf_counter()
     translated_pairs = 0
+    busy = 0.0  # translating and writing, without loading the model
     bar = tqdm(desc="translating", unit="pair", disable=not progress, dynamic_ncols=True)
     rows = read_bitext(settings.bitext, settings.src_lang, settings.columns, settings.header)
     try:
@@ -153,6 +154,7 @@ def translate_bitext(
                 return {"pairs": pairs, "chunks_translated": done, "chunks_found": skipped, "interrupted": True}
             if translator is None:
                 translator = make_translator()
+            chunk_started = time.perf_counter()
             translations, costs = translator.translate([row.source for row in chunk], batch_size, progress=bar)
             with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
                 handle.write("\t".join(PART_HEADER) + "\n")
@@ -161,6 +163,7 @@ def translate_bitext(
                     handle.write(f"{row.line}\t{reference}\t{translation}\t{cost:.6f}\n")
             done += 1
             translated_pairs += len(chunk)
+            busy += time.perf_counter() - chunk_started
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -174,7 +177,7 @@ def translate_bitext(
         "chunks_translated": done,
         "chunks_found": skipped,
         "seconds": round(seconds, 3),
-        "pairs_per_second": round(translated_pairs / seconds, 2) if seconds > 0 and translated_pairs else None,
+        "pairs_per_second": round(translated_pairs / busy, 2) if busy > 0 and translated_pairs else None,
     }
 
 
