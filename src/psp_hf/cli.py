@@ -19,6 +19,7 @@ DELEGATED = {
     "prepare": ("psp_hf.data.cli", "prepare paraphrase or bitext training data as a datasets folder"),
     "push": ("psp_hf.hub.cli", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
+    "backtranslate": ("psp_hf.backtranslation.cli", "paraphrase pairs from bitext by back-translation, filtered"),
 }
 
 

@@ -84,23 +84,28 @@ def length_unit_for(language: str) -> str:
 
 
 def trigram_overlap(first: str, second: str) -> float:
-    """ParaNMT's overlap: shared word trigrams divided by the trigram count of the shorter side.
+    """ParaNMT's overlap, `ngram_overlap(first, second, 3)` (0.0 for a side under 3 tokens, as in their script)."""
+    return ngram_overlap(first, second, 3)
 
-    Both sides are lowercased and split by `word_tokens` (punctuation marks are tokens of their own). The
-    shorter side is the one with fewer trigrams; each of its trigrams counts once per occurrence when the
-    longer side contains it, so the result lies in [0, 1] and is symmetric. A side with fewer than three
-    tokens has no trigrams: the ratio is undefined and the overlap is 0.0, as in the authors' script (such
-    pairs are left to the length filter).
+
+def ngram_overlap(first: str, second: str, n: int) -> float:
+    """Shared word n-grams divided by the n-gram count of the side with fewer n-grams.
+
+    Both sides are lowercased and split by `word_tokens` (punctuation marks are tokens of their own). Each
+    n-gram of the shorter side counts once per occurrence when the longer side contains it, so the result
+    lies in [0, 1] and is symmetric. A side with fewer than `n` tokens has no n-grams: the overlap is 0.0.
     """
+    if n < 1:
+        raise ValueError(f"n-gram order must be at least 1, got {n}")
     shorter = word_tokens(first.lower())
     longer = word_tokens(second.lower())
     if len(longer) < len(shorter):
         shorter, longer = longer, shorter
-    n_grams = len(shorter) - 2
+    n_grams = len(shorter) - n + 1
     if n_grams <= 0:
         return 0.0
-    present = set(zip(longer, longer[1:], longer[2:], strict=False))
-    return sum(gram in present for gram in zip(shorter, shorter[1:], shorter[2:], strict=False)) / n_grams
+    present = set(zip(*(longer[i:] for i in range(n)), strict=False))
+    return sum(gram in present for gram in zip(*(shorter[i:] for i in range(n)), strict=False)) / n_grams
 
 
 def word_tokens(text: str) -> list[str]:
