@@ -67,8 +67,26 @@ ENCODER_MODULE = textwrap.dedent(
     """
 )
 
-WORDS = "man woman dog cat plays guitar eats food runs fast slow red blue car house happy sad".split()
-POSITIVE, NEGATIVE = "good great lovely fine".split(), "bad awful poor dull".split()
+WORDS = [
+    "man",
+    "woman",
+    "dog",
+    "cat",
+    "plays",
+    "guitar",
+    "eats",
+    "food",
+    "runs",
+    "fast",
+    "slow",
+    "red",
+    "blue",
+    "car",
+    "house",
+    "happy",
+    "sad",
+]
+POSITIVE, NEGATIVE = ["good", "great", "lovely", "fine"], ["bad", "awful", "poor", "dull"]
 
 
 def _sentence(rng: np.random.Generator, extra: str = "") -> str:
@@ -97,6 +115,10 @@ def _labelled(rng: np.random.Generator, n: int, classes: int) -> list[tuple[int,
     return [(i % classes, _sentence(rng, str(rng.choice(cues[i % classes])))) for i in range(n)]
 
 
+STSB_HEADER = "genre\tfilename\tyear\tsid\tscore\tsentence1\tsentence2"
+SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
+
+
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory) -> Path:
     """Every task's files, a dozen rows each, in the layout of the real data folder."""
@@ -106,11 +128,11 @@ def tiny_data(tmp_path_factory) -> Path:
         _write(root / "sts" / "en" / year[0] / "set-a.tsv", "score\tsentence1\tsentence2", _pairs(rng, 12))
     for split in ("dev", "test"):
         rows = [("main", "f", "2012", i, *pair) for i, pair in enumerate(_pairs(rng, 12))]
-        _write(root / "sts" / "stsbenchmark" / f"{split}.tsv", "genre\tfilename\tyear\tsid\tscore\tsentence1\tsentence2", rows)  # fmt: skip
+        _write(root / "sts" / "stsbenchmark" / f"{split}.tsv", STSB_HEADER, rows)
     for split in ("train", "trial", "test"):
         rows = [(i, a, b, 1 + score * 0.8, eval_data.SICK_ENTAILMENT_CLASSES[i % 3])
                 for i, (score, a, b) in enumerate(_pairs(rng, 18))]  # fmt: skip
-        _write(root / "sts" / "sick" / f"{split}.tsv", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment", rows)  # fmt: skip
+        _write(root / "sts" / "sick" / f"{split}.tsv", SICK_HEADER, rows)
     _write(root / "sts" / "sts17" / "en-en.tsv", "score\tsentence1\tsentence2", _pairs(rng, 12))
     tatoeba = root / "tatoeba" / "v1"
     tatoeba.mkdir(parents=True)
@@ -169,7 +191,8 @@ def test_prepare_and_batcher_follow_senteval(tiny_data, reference):
         assert all(token in params.vocabulary for tokens in batch for token in tokens)
         return hashing_bow([" ".join(tokens) for tokens in batch])
 
-    result = evaluate(prepare=prepare, batcher=batcher, params={"batch_size": 5}, tasks=["all"], data_dir=tiny_data, **OPTIONS)  # fmt: skip
+    params = {"batch_size": 5}
+    result = evaluate(prepare=prepare, batcher=batcher, params=params, tasks=["all"], data_dir=tiny_data, **OPTIONS)
     assert result["results"] == reference["results"]
     assert result["model"]["kind"] == "senteval"
     # prepare: once per task, in order, with SentEval's task names and the task's sentences as token lists.
