@@ -116,6 +116,10 @@ def test_card_model_index_parses_back_with_model_card(tmp_path):
     expected = eval_results_for_card(result_rows(results))
     assert _by_key(card.data.eval_results) == _by_key(expected)
     assert card.data.model_name == "p-sp-en"
+    # The card's table links each set to its Hub dataset; a set without one is plain text.
+    assert "[STS17 (ar-en)](https://huggingface.co/datasets/mteb/sts17-crosslingual-sts/viewer/en-ar)" in card.text
+    assert "[SemEval STS 2013](https://huggingface.co/datasets/mteb/sts13-sts)" in card.text
+    assert "| MPQA (opinion polarity) |" in card.text
     # ModelCardData -> YAML front matter -> ModelCardData keeps every entry.
     data = ModelCardData(model_name="p-sp-en", eval_results=expected)
     again = ModelCard(f"---\n{data.to_yaml()}\n---\ntext\n").data.eval_results
