@@ -192,8 +192,13 @@ def _import(module_spec: str, spec: str):
         name = f"psp_encoder_{path.stem}"
         loader_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(loader_spec)
+        # Registered while it runs (dataclasses and pickling look modules up by name); dropped if it fails.
         sys.modules[name] = module
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
         return module
     # As `python -m` does: modules in the current folder are importable.
     cwd = os.getcwd()
