@@ -42,5 +42,10 @@ def test_push_of_a_damaged_folder_is_one_error_line(psp_folder, tmp_path, capsys
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert out == "" and len(lines) == 1 and "Traceback" not in err
-    assert lines[0].startswith(f"psp: error: MODEL_DIR {broken}: cannot load the model (")
+    # The model folder's reader names the damaged file and what is wrong with it.
+    damaged, problem = {
+        "truncated-weights": ("model.safetensors", "not a safetensors file"),
+        "garbled-tokenizer": ("tokenizer.json", "not a valid tokenizer file"),
+    }[damage]
+    assert lines[0].startswith(f"psp: error: {broken / damaged}: {problem}")
     assert {path.name: path.read_bytes() for path in broken.iterdir() if path.is_file()} == before
