@@ -139,7 +139,7 @@ def test_train_push_and_load_everywhere(bitext_dir, hub_server, tmp_path):
     measured = json.loads(reports["trained"].read_text())["models"][0]["card_results"]
     found = {(r.dataset_type, r.dataset_config, r.dataset_split, r.metric_type): r.metric_value
              for r in card.data.eval_results}  # fmt: skip
-    assert found[("mteb/stsbenchmark-sts", None, "test", "pearson")] == measured["stsb"]["test"]["pearson"]
+    assert found[("mteb/stsbenchmark-sts", None, "test", "cos_sim_pearson")] == measured["stsb"]["test"]["pearson"]
     assert (
         found[("mteb/tatoeba-bitext-mining", "deu-eng", "test", "error_rate")]
         == measured["tatoeba"]["de"]["error_rate"]

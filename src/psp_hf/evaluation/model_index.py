@@ -11,8 +11,13 @@ Results are a mapping of task name to metrics, nested as deep as needed, for exa
      "tatoeba": {"de": {"error_rate": 12.0}}}
 
 Leaves are numbers; the last key above a leaf is the metric, the keys above it name the task (joined with
-"/"). Known tasks (SemEval STS, STS Benchmark, SICK, STS17, Tatoeba, SentEval) get their proper dataset names
-and Hub dataset ids in the `model-index`; any other task is kept under its own name.
+"/"). Known tasks (SemEval STS, STS Benchmark, SICK, STS17, Tatoeba, SentEval) get their proper dataset names,
+and in the `model-index` the Hub dataset id, config and split that link the result to the set on the Hub
+(`mteb/sts12-sts`, `mteb/sts17-crosslingual-sts` with config `en-ar`, `mteb/tatoeba-bitext-mining` with config
+`deu-eng`, ...) and the metric types the Hub's leaderboards use (`cos_sim_pearson`, `cos_sim_spearman`,
+`accuracy`, `f1`). A row whose set has no Hub dataset (the STS12-16 mean, a year's single sub-dataset, MPQA,
+STS17's es-en-wmt track) is shown in the card's table but left out of the `model-index`. Any other task is
+kept under its own name, and linked only when that name is a Hub dataset id (`owner/name`).
 """
 
 from __future__ import annotations
@@ -29,20 +34,35 @@ from .tasks import SENTEVAL_TASKS, STS_YEAR_TASKS
 METRIC_NAMES = {
     "pearson": "Pearson (cosine)",
     "spearman": "Spearman (cosine)",
+    "pearson_mean": "Pearson (cosine), mean over the year's datasets",
     "error_rate": "error rate",
     "accuracy": "accuracy",
     "f1": "F1",
+}
+# Metric types in the model-index, as the Hub's leaderboards and MTEB's cards spell them. The year's
+# mean-of-datasets Pearson (the papers' number) is not MTEB's pooled `cos_sim_pearson`, so it has its own type.
+METRIC_TYPES = {
+    "pearson": "cos_sim_pearson",
+    "spearman": "cos_sim_spearman",
+    "pearson_mean": "cos_sim_pearson_mean_of_datasets",
+    "error_rate": "error_rate",
+    "accuracy": "accuracy",
+    "f1": "f1",
 }
 
 
 @dataclass(frozen=True)
 class CardTask:
-    """How a task appears in a card's `model-index`: task type and name, and the dataset it was measured on."""
+    """How a task appears in a card: task type and name, and the dataset it was measured on.
+
+    `dataset_type` is the Hub dataset id the `model-index` links to, or None where no Hub dataset holds the set
+    (the row is then in the card's table only, never in the `model-index`).
+    """
 
     task_type: str
     task_name: str
     dataset_name: str
-    dataset_type: str
+    dataset_type: str | None
     dataset_config: str | None = None
     dataset_split: str | None = None
 
@@ -51,11 +71,36 @@ _STS = ("sentence-similarity", "Semantic Textual Similarity")
 _MINING = ("bitext-mining", "Bitext Mining")
 _CLASSIFICATION = ("text-classification", "Text Classification (SentEval)")
 
-_SENTEVAL = {
-    "mr": "MR (movie reviews)", "cr": "CR (product reviews)", "subj": "SUBJ (subjectivity)",
-    "mpqa": "MPQA (opinion polarity)", "trec": "TREC (question types)", "sst2": "SST-2", "sst5": "SST-5",
-    "mrpc": "MRPC (paraphrase detection)", "sick-e": "SICK-E (entailment)",
+# SemEval STS 2012-2016, STS Benchmark, SICK-R, STS17 and Tatoeba: the MTEB copies on the Hub hold the same test
+# sets as the files the harness reads. No `revision` is written: the scores come from the original files, not
+# from a particular revision of these copies.
+# STS17 tracks as the harness names them (X-en) -> the config of mteb/sts17-crosslingual-sts. The second
+# Spanish-English track (WMT news, `es-en-wmt`) has no config there.
+_STS17_CONFIGS = {
+    "ar-ar": "ar-ar", "ar-en": "en-ar", "en-ar": "en-ar", "de-en": "en-de", "en-de": "en-de", "en-en": "en-en",
+    "tr-en": "en-tr", "en-tr": "en-tr", "es-en": "es-en", "es-es": "es-es", "fr-en": "fr-en", "it-en": "it-en",
+    "ko-ko": "ko-ko", "nl-en": "nl-en",
 }  # fmt: skip
+
+# SentEval's sets: (name in the card, Hub dataset id or None, config, split). Only SICK (the former canonical
+# `sick`, now RobZamp/sick), TREC (CogComp/trec), MRPC (GLUE) and MR (rotten_tomatoes: Pang & Lee's sentence
+# polarity v1.0, which is SentEval's MR) have canonical Hub datasets. CR, SUBJ, SST-2 and SST-5 have none:
+# the ids below are SetFit's copies, the most used ones (SetFit/sst2 and SetFit/sst5 are the sentence-level
+# SST splits that SentEval uses; GLUE's sst2 is not: its train set is phrases and its test labels are hidden).
+# MPQA has no Hub copy in common use, so it stays out of the model-index. MR, CR, SUBJ and MPQA are scored by
+# cross-validation over the whole set, so they name no split.
+_SENTEVAL: dict[str, tuple[str, str | None, str | None, str | None]] = {
+    "mr": ("MR (movie reviews)", "cornell-movie-review-data/rotten_tomatoes", None, None),
+    "cr": ("CR (product reviews)", "SetFit/SentEval-CR", None, None),
+    "subj": ("SUBJ (subjectivity)", "SetFit/subj", None, None),
+    "mpqa": ("MPQA (opinion polarity)", None, None, None),
+    "trec": ("TREC (question types)", "CogComp/trec", None, "test"),
+    "sst2": ("SST-2", "SetFit/sst2", None, "test"),
+    "sst5": ("SST-5", "SetFit/sst5", None, "test"),
+    "mrpc": ("MRPC (paraphrase detection)", "nyu-mll/glue", "mrpc", "test"),
+    "sick-e": ("SICK-E (entailment)", "RobZamp/sick", None, "test"),
+}
+_HUB_SPLITS = {"dev": "validation"}  # the Hub copies call the dev split `validation`
 
 
 def describe_task(path: tuple[str, ...]) -> CardTask:
@@ -68,27 +113,36 @@ def describe_task(path: tuple[str, ...]) -> CardTask:
     year = re.fullmatch(r"sts(1[2-6])", head)
     if year:
         name = f"SemEval STS 20{year.group(1)}" + (f" ({'/'.join(rest)})" if rest else "")
-        return CardTask(*_STS, name, f"mteb/sts{year.group(1)}-sts", "/".join(rest) or None, split or "test")
+        # A sub-dataset of a year (e.g. sts12/MSRpar) is not a config of the Hub copy, which pools the year.
+        dataset = None if rest else f"mteb/sts{year.group(1)}-sts"
+        return CardTask(*_STS, name, dataset, None, split or "test")
     if head in ("sts12-16", "sts-avg", "sts", "sts-2012-2016"):
-        return CardTask(*_STS, "SemEval STS 2012-2016 (mean of the years)", "sts12-16", None, split or "test")
+        # A mean over five datasets is no dataset of its own: table only.
+        return CardTask(*_STS, "SemEval STS 2012-2016 (mean of the years)", None, None, split or "test")
     if head in ("stsb", "sts-b", "stsbenchmark", "stsb-test", "stsb-dev"):
         split = split or ("dev" if head.endswith("dev") else "test")
-        return CardTask(*_STS, f"STS Benchmark ({split})", "mteb/stsbenchmark-sts", None, split)
+        return CardTask(*_STS, f"STS Benchmark ({split})", "mteb/stsbenchmark-sts", None, _HUB_SPLITS.get(split, split))
     if head in ("sick-r", "sickr", "sick-r-test", "sick"):
         return CardTask(*_STS, "SICK-R", "mteb/sickr-sts", None, split or "test")
     if head.startswith("sts17"):
         pair = "-".join(part for part in [head[len("sts17") :].strip("-"), *rest] if part)
         name = f"STS17 ({pair})" if pair else "STS17"
-        return CardTask(*_STS, name, "mteb/sts17-crosslingual-sts", pair or None, "test")
+        config = _STS17_CONFIGS.get(pair)
+        return CardTask(*_STS, name, "mteb/sts17-crosslingual-sts" if config else None, config, "test")
     if head.startswith("tatoeba"):
         language = "-".join(part for part in [head[len("tatoeba") :].strip("-"), *rest] if part)
         code = tatoeba_code(language) if language else ""
         config = f"{code}-eng" if code and not code.endswith("-eng") else code or None
         name = f"Tatoeba ({config})" if config else "Tatoeba"
-        return CardTask(*_MINING, name, "mteb/tatoeba-bitext-mining", config, "test")
-    if head in _SENTEVAL:
-        return CardTask(*_CLASSIFICATION, _SENTEVAL[head], head, None, split)
-    return CardTask(*_STS, "/".join(path), "/".join(keys), None, split)
+        return CardTask(*_MINING, name, "mteb/tatoeba-bitext-mining" if config else None, config, "test")
+    senteval_key = "sick-e" if head in ("sicke", "sick-e") else head
+    if senteval_key in _SENTEVAL:
+        name, dataset, config, hub_split = _SENTEVAL[senteval_key]
+        return CardTask(*_CLASSIFICATION, name, dataset, config, hub_split)
+    # Any other task: linked only when its key is itself a Hub dataset id (`owner/name`).
+    key = "/".join(path)
+    dataset = key if re.fullmatch(r"[\w.-]+/[\w.-]+", key) else None
+    return CardTask(*_STS, key, dataset, None, split)
 
 
 @dataclass(frozen=True)
@@ -130,7 +184,7 @@ def result_rows(
 
 
 def eval_results_for_card(rows: list[ResultRow]) -> list:
-    """`huggingface_hub.EvalResult`s for the card's `model-index`."""
+    """`huggingface_hub.EvalResult`s for the card's `model-index`: the rows measured on a Hub dataset."""
     from huggingface_hub import EvalResult
 
     return [
@@ -141,11 +195,12 @@ def eval_results_for_card(rows: list[ResultRow]) -> list:
             dataset_name=row.task.dataset_name,
             dataset_config=row.task.dataset_config,
             dataset_split=row.task.dataset_split,
-            metric_type=row.metric,
+            metric_type=METRIC_TYPES.get(row.metric, row.metric),
             metric_name=METRIC_NAMES.get(row.metric, row.metric),
             metric_value=round(row.value, 6),
         )
         for row in rows
+        if row.task.dataset_type is not None
     ]
 
 
@@ -155,7 +210,12 @@ def card_results(evaluation: Mapping[str, Any]) -> dict:
     out: dict[str, Any] = {}
     for task in STS_YEAR_TASKS:
         if task in results:
-            out[task] = {"pearson": results[task]["pearson_mean"], "spearman": results[task]["all_spearman"]}
+            year = results[task]
+            out[task] = {
+                "pearson_mean": year["pearson_mean"],
+                "pearson": year["all_pearson"],
+                "spearman": year["all_spearman"],
+            }
     summary = evaluation.get("summary", {}).get("sts12-16")
     if summary and len(summary["years"]) == len(STS_YEAR_TASKS):
         out["sts12-16"] = {"pearson": summary["pearson_mean"], "spearman": summary["all_spearman_mean"]}
@@ -201,7 +261,8 @@ def model_index(evaluation: Mapping[str, Any], model_name: str | None = None) ->
 
     rows = result_rows(card_results(evaluation))
     name = model_name or evaluation["model"]["name"]
-    return eval_results_to_model_index(name, eval_results_for_card(rows)) if rows else []
+    results = eval_results_for_card(rows)
+    return eval_results_to_model_index(name, results) if results else []
 
 
 def model_index_yaml(evaluation: Mapping[str, Any], model_name: str | None = None) -> str:
@@ -213,6 +274,7 @@ def model_index_yaml(evaluation: Mapping[str, Any], model_name: str | None = Non
 
 __all__ = [
     "METRIC_NAMES",
+    "METRIC_TYPES",
     "CardTask",
     "ResultRow",
     "card_results",

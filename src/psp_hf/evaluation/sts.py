@@ -117,6 +117,7 @@ def sts_dev_score(
     adapter = wrap_encoder(encoder)
 
     def embed(sentences: Sequence[str], description: str) -> np.ndarray:
+        adapter.start_task(split, sentences, {"task_path": str(data_dir)})
         return embed_sentences(adapter, sentences, batch_size, progress=False, description=description)
 
     (similarity,) = pair_cosines(embed, [pairs], split)

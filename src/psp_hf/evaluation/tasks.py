@@ -85,6 +85,7 @@ class _Run:
     senteval_kfold: int = 10
     seed: int = senteval.SENTEVAL_SEED
     files: set[Path] = field(default_factory=set)
+    task: str = ""
 
     def use(self, item: Any) -> Any:
         """Record the files a data object came from (for the checksums in the report)."""
@@ -92,7 +93,10 @@ class _Run:
         return item
 
     def embed(self, sentences: Sequence[str], description: str) -> np.ndarray:
-        """Embeddings of `sentences` (see `sts.embed_sentences`)."""
+        """Embeddings of `sentences` (see `sts.embed_sentences`); every task makes one call with all its sentences,
+        which is when the encoder is told the task (SentEval's `prepare`)."""
+        settings = {"task_path": str(self.data_dir), "kfold": self.senteval_kfold, "seed": self.seed}
+        self.encoder.start_task(self.task, sentences, settings)
         return embed_sentences(self.encoder, sentences, self.batch_size, self.progress, description)
 
     def classify_bar(self, task: str, total: int):
@@ -310,8 +314,9 @@ def evaluate_model(
 ) -> dict:
     """Score an encoder on `tasks` (default: all; groups such as `sts`, `fast`, `senteval` work too).
 
-    `encoder` is an `EncoderAdapter` (see `load_encoder`) or any object with `encode(sentences, batch_size=...,
-    show_progress_bar=...)`. Returns `{"model": ..., "results": {task: ...}, "summary": ..., "timings": {task:
+    `encoder` is an `EncoderAdapter` (see `load_encoder`), any object with `encode(sentences, batch_size=...,
+    show_progress_bar=...)`, a function `list[str] -> array`, or SentEval's `(prepare, batcher)` pair (see
+    `any_encoder`). Returns `{"model": ..., "results": {task: ...}, "summary": ..., "timings": {task:
     seconds}, "files": [data files read]}`; every score is x100.
     """
     adapter = wrap_encoder(encoder)
@@ -337,6 +342,7 @@ def evaluate_model(
     timings: dict[str, float] = {}
     for task in task_names:
         start = time.perf_counter()
+        run.task = task
         results[task] = _RUNNERS[task](run, task)
         timings[task] = time.perf_counter() - start
         if log is not None:

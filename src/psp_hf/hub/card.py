@@ -190,6 +190,17 @@ def _teacher_lines(training_info: Mapping[str, Any]) -> str:
     return "".join(line + "\n" for line in lines) + ("\n" if lines else "")
 
 
+def _dataset_cell(row: ResultRow) -> str:
+    """The set's name, linked to its Hub dataset (and config) when it has one."""
+    task = row.task
+    if task.dataset_type is None:
+        return task.dataset_name
+    url = f"https://huggingface.co/datasets/{task.dataset_type}"
+    if task.dataset_config:
+        url += f"/viewer/{task.dataset_config}"
+    return f"[{task.dataset_name}]({url})"
+
+
 def _results_table(rows: list[ResultRow]) -> str:
     if not rows:
         return "No evaluation results were recorded with this checkpoint."
@@ -198,7 +209,7 @@ def _results_table(rows: list[ResultRow]) -> str:
     lines = [header, "|---|---|---|---|" + ("---|" if with_baseline else "")]
     for row in rows:
         line = (
-            f"| {row.task.task_name} | {row.task.dataset_name} | {METRIC_NAMES.get(row.metric, row.metric)} "
+            f"| {row.task.task_name} | {_dataset_cell(row)} | {METRIC_NAMES.get(row.metric, row.metric)} "
             f"| {_format_number(row.value)} |"
         )
         if with_baseline:
