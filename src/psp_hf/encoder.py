@@ -100,6 +100,8 @@ class PSPEncoder:
                 **{**settings.__dict__, "word_boundary_token_id": -1 if boundary is None else boundary}
             )
         self.settings = settings
+        # As sentence-transformers' `truncate_dim`: encode's default width (None: the model's dimension).
+        self.truncate_dim: int | None = None
         self._folder = folder
         self._model = None
         self._tokenizer = None
@@ -328,11 +330,28 @@ class PSPEncoder:
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         out: np.ndarray | None = None,
+        precision: str = "float32",
+        truncate_dim: int | None = None,
+        device: str | torch.device | None = None,
+        **ignored: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences: float32 `(n, dim)` (or `(dim,)` for a single string).
 
-        `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim)` to write into.
+        As in sentence-transformers: `truncate_dim` keeps the first dimensions (before normalising), `precision`
+        ("float32", "float16", "int8", "uint8", "binary", "ubinary") quantises the result the way
+        `sentence_transformers.quantization.quantize_embeddings` does (int8/uint8 ranges from this call's
+        embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
+        runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
+        `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
         """
+        from .quantization import check_precision, check_truncate_dim
+
+        check_precision(precision)
+        truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
+        check_truncate_dim(truncate_dim, self.dim)
+        if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
+            raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
+        width = self.dim if truncate_dim is None else truncate_dim
         single = isinstance(sentences, str)
         if single:
             sentences = [sentences]
@@ -343,9 +362,9 @@ class PSPEncoder:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         n = len(sentences)
         if out is None:
-            out = np.empty((n, self.dim), dtype=np.float32)
-        elif out.shape != (n, self.dim) or out.dtype != np.float32:
-            raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+            out = np.empty((n, width), dtype=np.float32)
+        elif out.shape != (n, width) or out.dtype != np.float32:
+            raise ValueError(f"out must be float32 of shape {(n, width)}, got {out.dtype} {out.shape}")
         prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
@@ -357,27 +376,43 @@ class PSPEncoder:
         for start in starts:
             batch = sentences[start : start + batch_size]
             rows = out[start : start + len(batch)]
-            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
-            if normalize_embeddings:
-                from .similarity import unit_rows
+            self._embed_batch(batch, rows, truncate_dim, normalize_embeddings)
+        result = out
+        if precision != "float32" and n:
+            from .quantization import quantize_embeddings
 
-                rows[:] = unit_rows(rows)
-        result = out[0] if single else out
+            result = quantize_embeddings(out, precision)
+        result = result[0] if single else result
         if convert_to_tensor or not convert_to_numpy:
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(result))
+            return torch.from_numpy(np.ascontiguousarray(result)).to(device or "cpu")
         return result
 
+    def _embed_batch(self, batch: Sequence[str], rows: np.ndarray, truncate_dim: int | None, normalize: bool) -> None:
+        """Embed `batch` into `rows`: pooling, then (as sentence-transformers) truncation, then normalisation."""
+        if truncate_dim is None:
+            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
+        else:
+            rows[:] = self.embed_ids(*self.tokenize_numpy(batch))[:, :truncate_dim]
+        if normalize:
+            from .similarity import unit_rows
+
+            rows[:] = unit_rows(rows)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """Width of what `encode` returns (the model's dimension, or `truncate_dim` when set)."""
+        return self.dim if self.truncate_dim is None else self.truncate_dim
+
     @staticmethod
-    def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
-        """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`."""
+    def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`, a tensor if given one."""
         from .similarity import cosine_matrix
 
         return cosine_matrix(a, b)
 
-    def similarity_pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Cosine of row i of `a` with row i of `b`."""
+    def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
+        """Cosine of row i of `a` with row i of `b` (a tensor if given one)."""
         from .similarity import cosine_pairs
 
         return cosine_pairs(a, b)
