@@ -117,7 +117,20 @@ class PSPModel(PSPPreTrainedModel):
             config.vocab_size, config.hidden_size, mode="sum" if config.use_piece_weights else config.pooling
         )
         self.piece_weights = nn.Parameter(torch.ones(config.vocab_size)) if config.use_piece_weights else None
+        if getattr(config, "table_dtype", "float32") == "int8":
+            # int8 storage: the loaded table holds the integers; one scale per row turns them back into floats.
+            self.register_buffer("table_scales", torch.ones(config.vocab_size))
+        self._table_dequantized = False
         self.post_init()
+
+    @torch.no_grad()
+    def _dequantize_table(self) -> None:
+        """Scale an int8-stored table's rows once after loading (scales become 1, so it is done only once)."""
+        self._table_dequantized = True
+        scales = getattr(self, "table_scales", None)
+        if scales is not None and bool((scales != 1).any()):
+            self.embeddings.weight.mul_(scales.to(self.embeddings.weight.dtype).unsqueeze(1))
+            scales.fill_(1.0)
 
     def get_input_embeddings(self) -> nn.Module:
         return self.embeddings
@@ -127,6 +140,8 @@ class PSPModel(PSPPreTrainedModel):
 
     def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
+        if not self._table_dequantized:
+            self._dequantize_table()
         if self.config.drop_unknown:
             boundary = getattr(self.config, "word_boundary_token_id", None)
             boundary = boundary if boundary is not None and boundary >= 0 else None
@@ -168,6 +183,8 @@ class PSPModel(PSPPreTrainedModel):
             offsets = torch.zeros_like(lengths)
             offsets[1:] = torch.cumsum(lengths, 0)[:-1]
             if output_token_embeddings:
+                if not self._table_dequantized:
+                    self._dequantize_table()
                 weight = self.embeddings.weight
                 token_embeddings = nn.functional.embedding(input_ids, weight) * mask.unsqueeze(-1).to(weight.dtype)
         embeddings = self.embed(flat_ids, offsets)

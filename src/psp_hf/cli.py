@@ -19,6 +19,7 @@ DELEGATED = {
     "prepare": ("psp_hf.data.cli", "prepare paraphrase or bitext training data as a datasets folder"),
     "push": ("psp_hf.hub.cli", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
+    "export": ("psp_hf.export_cli", "write a smaller (float16/int8, PCA) psp folder or a model2vec folder"),
 }
 
 
