@@ -16,7 +16,26 @@ from psp_hf import PSPEncoder
 from psp_hf.cli import main
 from psp_hf.tokenizer import train_tokenizer
 
-WORDS = ["man", "woman", "child", "dog", "cat", "plays", "runs", "reads", "park", "field", "ball", "book", "red", "green", "big", "small", "two", "three"]
+WORDS = [
+    "man",
+    "woman",
+    "child",
+    "dog",
+    "cat",
+    "plays",
+    "runs",
+    "reads",
+    "park",
+    "field",
+    "ball",
+    "book",
+    "red",
+    "green",
+    "big",
+    "small",
+    "two",
+    "three",
+]
 CORPUS = [f"a {w} and the {v}" for w in WORDS for v in WORDS[::3]]
 SENTENCES = ["a man plays in the park", "two dogs read a red book", "the big cat runs"]
 
