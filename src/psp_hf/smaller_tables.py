@@ -61,13 +61,14 @@ def quantize_table(table: np.ndarray, quantize_to: str) -> dict[str, np.ndarray]
 
 def write_smaller_weights(directory: Path, table: np.ndarray, piece_weights: np.ndarray | None, quantize_to: str):
     """Rewrite `directory`'s `model.safetensors` with `table` stored as `quantize_to`, and say so in config.json."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     tensors = quantize_table(table, quantize_to)
     if piece_weights is not None:
         tensors[WEIGHTS_KEY] = np.ascontiguousarray(piece_weights, dtype=np.float32)
     with atomic_path(directory / "model.safetensors") as temporary:
-        save_file(tensors, str(temporary), metadata={"format": "pt"})
+        # Bytes written into the temporary file keep its mode (save_file would replace it with a 0600 file).
+        Path(temporary).write_bytes(save(tensors, metadata={"format": "pt"}))
     config_path = directory / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["table_dtype"] = quantize_to

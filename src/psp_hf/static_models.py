@@ -91,7 +91,7 @@ def from_model2vec(path: str | os.PathLike):
 
 def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | None = None) -> Path:
     """Write `encoder` as a model2vec folder (see the module docstring for where results differ)."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     from .io import atomic_path
 
@@ -106,7 +106,7 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
         scale = float(np.abs(table).max()) / 127.0 or 1.0
         table = np.clip(np.rint(table / scale), -127, 127).astype(np.int8)
     with atomic_path(directory / "model.safetensors") as temporary:
-        save_file({"embeddings": np.ascontiguousarray(table)}, str(temporary))
+        Path(temporary).write_bytes(save({"embeddings": np.ascontiguousarray(table)}))
     backend = encoder._backend
     backend.save(str(directory / "tokenizer.json"), pretty=False)
     config = {
