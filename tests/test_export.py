@@ -87,3 +87,25 @@ def test_export_errors_are_one_line(model, tmp_path, capsys):
     (tmp_path / "full" / "f").write_text("x")
     assert main(["export", str(model), "-o", str(tmp_path / "full")]) == 2
     assert "not an empty folder" in capsys.readouterr().err
+
+
+LIGHT_LOAD = """
+import sys
+import psp_hf
+for folder in sys.argv[1:3]:
+    psp_hf.load(folder).encode(["a man is playing"])
+psp_hf.from_model2vec(sys.argv[3]).encode(["a man is playing"])
+print(",".join(sorted(m for m in ("torch", "transformers", "sentence_transformers", "model2vec") if m in sys.modules)))
+"""
+
+
+def test_smaller_and_model2vec_folders_load_without_torch(model, tmp_path):
+    import subprocess
+    import sys
+
+    for name, flags in (("int8", ["--quantize-to", "int8"]), ("half", ["--quantize-to", "float16"])):
+        assert main(["export", str(model), "-o", str(tmp_path / name), *flags]) == 0
+    assert main(["export", str(model), "-o", str(tmp_path / "m2v"), "--format", "model2vec"]) == 0
+    folders = [str(tmp_path / name) for name in ("int8", "half", "m2v")]
+    done = subprocess.run([sys.executable, "-c", LIGHT_LOAD, *folders], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""  # none of the heavy libraries was imported
