@@ -3,8 +3,9 @@
     python bench/export.py --model MODEL_FOLDER [--work DIR] [--sentences N]
 
 Each variant is written with `PSPEncoder.save_pretrained(quantize_to=..., dimensionality=...)` (what
-`psp export` does), evaluated with `psp eval --tasks sts12-16` (mean Pearson x100 over the five years) and timed
-encoding STS sentences with the light (numpy) path. Prints a Markdown table.
+`psp export` does; plus, for comparison, tables cut to their first N columns, equal to `truncate_dim=N`),
+evaluated with `psp eval --tasks sts12-16` (mean Pearson x100 over the five years) and timed encoding STS
+sentences with the light (numpy) path. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -56,7 +57,15 @@ def main() -> int:
             folder = work / f"{dtype}-{dims or 'full'}"
             if not folder.exists():
                 encoder.save_pretrained(folder, quantize_to=dtype, dimensionality=dims)
-            variants.append((dtype, dims or encoder.dim, folder))
+            variants.append((dtype, f"{dims} PCA" if dims else str(encoder.dim), folder))
+    # For comparison: the first N dimensions as they are (what encode(truncate_dim=N) gives, the pooling being
+    # linear), without PCA.
+    table, piece_weights = encoder._weights()
+    for dims in DIMS[1:]:
+        folder = work / f"float32-{dims}-first"
+        if not folder.exists():
+            encoder._with_table(table[:, :dims], piece_weights).save_pretrained(folder)
+        variants.append(("float32", f"{dims} first (truncate_dim)", folder))
     report = work / "sts.json"
     command = [sys.executable, "-m", "psp_hf.cli", "eval", "-q", "--tasks", "sts12-16", "-o", str(report), "-m"]
     subprocess.run([*command, *(str(folder) for _, _, folder in variants)], check=True, stdout=subprocess.DEVNULL)
