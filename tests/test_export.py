@@ -67,6 +67,9 @@ def test_quantised_folders_load_in_psp_and_transformers(model, tmp_path, dtype, 
     light = psp_hf.load(out).encode(SENTENCES)
     np.testing.assert_allclose(light, reference, atol=tolerance * np.abs(reference).max())
     np.testing.assert_allclose(transformers_embeddings(out), light, rtol=1e-5, atol=1e-6)
+    # A PSPEncoder around the transformers model (never run yet) sees the dequantised table too.
+    wrapped = PSPEncoder(AutoModel.from_pretrained(out, trust_remote_code=True), AutoTokenizer.from_pretrained(out))
+    np.testing.assert_allclose(wrapped.encode(SENTENCES), light, rtol=1e-5, atol=1e-6)
 
 
 def test_dimensionality_export(model, tmp_path):

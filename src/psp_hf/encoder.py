@@ -64,6 +64,8 @@ class PSPEncoder:
         if getattr(model.config, "word_boundary_token_id", None) is None:
             # Older configs lack it; the remote code must apply the same rule as encode().
             model.config.word_boundary_token_id = self.settings.word_boundary_token_id
+        if hasattr(model, "_dequantize_table"):  # a model loaded from an int8 folder holds integers until scaled
+            model._dequantize_table()
         self._model = model.eval()
         self._tokenizer = tokenizer
 
@@ -151,6 +153,11 @@ class PSPEncoder:
         """
         from .smaller_tables import check_table_options, write_smaller_weights
 
+        if removed:
+            raise TypeError(
+                f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
+                "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
+            )
         check_table_options(quantize_to, dimensionality, self.dim)
         if dimensionality is not None and dimensionality != self.dim:
             from .smaller_tables import reduce_dimensions
@@ -158,11 +165,6 @@ class PSPEncoder:
             table, piece_weights = self._weights()
             return self._with_table(reduce_dimensions(table, dimensionality), piece_weights).save_pretrained(
                 directory, quantize_to=quantize_to
-            )
-        if removed:
-            raise TypeError(
-                f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
-                "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
             )
         PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
         from .sentence_transformers_layout import write_sentence_transformers_files
