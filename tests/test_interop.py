@@ -67,6 +67,7 @@ def test_model2vec_export_loads_in_a_fresh_process(model, tmp_path):
     assert not theirs[3].any() and ours[3].any()
     # And back: psp reads the model2vec folder as the same model.
     np.testing.assert_allclose(psp_hf.from_model2vec(out).encode(SENTENCES), ours[:3], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(psp_hf.load(out).encode(SENTENCES), ours[:3], rtol=1e-6, atol=1e-7)
 
 
 def test_from_model2vec_folds_weights_and_mapping(model, tmp_path):

@@ -124,9 +124,20 @@ class PSPEncoder:
     def from_pretrained(
         cls, id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None
     ) -> PSPEncoder:
-        """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle)."""
+        """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle).
+
+        model2vec and sentence-transformers `StaticEmbedding` folders load too (see `psp_hf.static_models`).
+        """
         path = resolve_model_path(id_or_path, revision=revision, token=token)
-        settings = read_settings(path)
+        try:
+            settings = read_settings(path)
+        except (PSPInputError, FileNotFoundError):
+            from .static_models import load_other_format
+
+            encoder = load_other_format(path)
+            if encoder is None:  # not another format either: the psp error says what is wrong
+                raise
+            return encoder
         backend = read_tokenizer(path)
         table, piece_weights = read_weights(path, settings)
         encoder = cls.__new__(cls)
@@ -146,10 +157,9 @@ class PSPEncoder:
         Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules.
         No model card: write one with `psp_hf.hub.card.write_model_card(directory, encoder, language, ...)`.
 
-        Smaller folders (see `psp_hf.smaller_tables`): `dimensionality` keeps that many principal components of
-        the table; `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes. psp and
-        transformers load them back as float32; such folders carry no sentence-transformers layout (it would hold
-        a float32 copy): export with `psp export --format model2vec` for a sentence-transformers static model.
+        Smaller folders (`psp_hf.smaller_tables`): `dimensionality` keeps that many principal components of the
+        table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
+        folders have no sentence-transformers layout (use `psp export --format model2vec` for one).
         """
         from .smaller_tables import check_table_options, write_smaller_weights
 

@@ -72,6 +72,15 @@ def load_static_model(id_or_path: str | os.PathLike):
     return _encoder_from_table(table, read_tokenizer(module), module)
 
 
+def load_other_format(folder: Path):
+    """A `PSPEncoder` from a model2vec or sentence-transformers static folder; None for any other folder."""
+    try:
+        kind = detect_format(folder)
+    except PSPInputError:
+        return None
+    return None if kind == "psp" else load_static_model(folder)
+
+
 def from_model2vec(path: str | os.PathLike):
     """A `PSPEncoder` from a model2vec folder or Hub id (weights and mapping folded into the table)."""
     folder = resolve_model_path(path)
