@@ -30,6 +30,10 @@ class PSPConfig(PretrainedConfig):
         initializer_range (`float`, *optional*, defaults to 1.0):
             Standard deviation of the normal initialisation of the table (1.0 is `nn.Embedding`'s default,
             which the P-SP code used).
+        table_dtype (`str`, *optional*, defaults to `"float32"`):
+            How `model.safetensors` stores the table: `"float32"`, `"float16"`, or `"int8"` with one float32
+            scale per row in `table_scales` (row i = int8 row i x scale i, the scale being max|row| / 127).
+            The model dequantises to float32 when loaded, so it computes in float32 whatever the storage.
     """
 
     model_type = "psp"
@@ -45,6 +49,7 @@ class PSPConfig(PretrainedConfig):
         use_piece_weights: bool = False,
         word_boundary_token_id: int | None = None,
         initializer_range: float = 1.0,
+        table_dtype: str = "float32",
         **kwargs,
     ):
         if pooling not in ("mean", "max"):
@@ -59,6 +64,9 @@ class PSPConfig(PretrainedConfig):
         self.use_piece_weights = use_piece_weights
         self.word_boundary_token_id = word_boundary_token_id
         self.initializer_range = initializer_range
+        if table_dtype not in ("float32", "float16", "int8"):
+            raise ValueError(f"table_dtype must be 'float32', 'float16' or 'int8', got {table_dtype!r}")
+        self.table_dtype = table_dtype
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
 

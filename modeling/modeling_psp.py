@@ -71,12 +71,17 @@ class PSPModelOutput(ModelOutput):
     """Output of [`PSPModel`].
 
     Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, seq_len, hidden_size)`, *optional*):
+            Each piece's row of the table, zeros where `attention_mask` is 0. Only for padded `input_ids` (what a
+            tokenizer returns), so that generic code (mean pooling over tokens, the feature-extraction pipeline)
+            finds per-token vectors; `None` on the flat `offsets` path and with `output_token_embeddings=False`.
         sentence_embedding (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
             One embedding per sentence (not normalised).
         pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
             The same tensor, under the name that generic sentence-embedding code looks for.
     """
 
+    last_hidden_state: torch.FloatTensor | None = None
     sentence_embedding: torch.FloatTensor | None = None
     pooler_output: torch.FloatTensor | None = None
 
@@ -112,7 +117,20 @@ class PSPModel(PSPPreTrainedModel):
             config.vocab_size, config.hidden_size, mode="sum" if config.use_piece_weights else config.pooling
         )
         self.piece_weights = nn.Parameter(torch.ones(config.vocab_size)) if config.use_piece_weights else None
+        if getattr(config, "table_dtype", "float32") == "int8":
+            # int8 storage: the loaded table holds the integers; one scale per row turns them back into floats.
+            self.register_buffer("table_scales", torch.ones(config.vocab_size))
+        self._table_dequantized = False
         self.post_init()
+
+    @torch.no_grad()
+    def _dequantize_table(self) -> None:
+        """Scale an int8-stored table's rows once after loading (scales become 1, so it is done only once)."""
+        self._table_dequantized = True
+        scales = getattr(self, "table_scales", None)
+        if scales is not None and bool((scales != 1).any()):
+            self.embeddings.weight.mul_(scales.to(self.embeddings.weight.dtype).unsqueeze(1))
+            scales.fill_(1.0)
 
     def get_input_embeddings(self) -> nn.Module:
         return self.embeddings
@@ -122,6 +140,8 @@ class PSPModel(PSPPreTrainedModel):
 
     def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
+        if not self._table_dequantized:
+            self._dequantize_table()
         if self.config.drop_unknown:
             boundary = getattr(self.config, "word_boundary_token_id", None)
             boundary = boundary if boundary is not None and boundary >= 0 else None
@@ -135,6 +155,7 @@ class PSPModel(PSPPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         offsets: torch.Tensor | None = None,
         return_dict: bool | None = None,
+        output_token_embeddings: bool = True,
         **kwargs,
     ) -> PSPModelOutput | tuple[torch.Tensor, ...]:
         r"""Embed sentences.
@@ -143,7 +164,10 @@ class PSPModel(PSPPreTrainedModel):
             input_ids: `(batch, seq_len)` padded piece ids, or `(total_pieces,)` when `offsets` is given.
             attention_mask: `(batch, seq_len)`; 0 marks padding. Ignored with `offsets`.
             offsets: `(batch,)` start of each sentence in a 1-D `input_ids`.
+            output_token_embeddings: with padded `input_ids`, also return `last_hidden_state` (each piece's
+                table row, zeros at padding). The flat `offsets` path never builds it.
         """
+        token_embeddings = None
         if offsets is not None:
             if input_ids.dim() != 1:
                 raise ValueError("with offsets, input_ids must be 1-D (all sentences' pieces concatenated)")
@@ -158,11 +182,18 @@ class PSPModel(PSPPreTrainedModel):
             lengths = mask.sum(dim=1)
             offsets = torch.zeros_like(lengths)
             offsets[1:] = torch.cumsum(lengths, 0)[:-1]
+            if output_token_embeddings:
+                if not self._table_dequantized:
+                    self._dequantize_table()
+                weight = self.embeddings.weight
+                token_embeddings = nn.functional.embedding(input_ids, weight) * mask.unsqueeze(-1).to(weight.dtype)
         embeddings = self.embed(flat_ids, offsets)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if not return_dict:
-            return (embeddings, embeddings)
-        return PSPModelOutput(sentence_embedding=embeddings, pooler_output=embeddings)
+            return (embeddings, embeddings) if token_embeddings is None else (token_embeddings, embeddings, embeddings)
+        return PSPModelOutput(
+            last_hidden_state=token_embeddings, sentence_embedding=embeddings, pooler_output=embeddings
+        )
 
 
 __all__ = ["PSPModel", "PSPPreTrainedModel", "PSPModelOutput", "apply_unknown_rule", "pool_bags"]

@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "PSPEncoder": "psp_hf.encoder",
     "load": "psp_hf.encoder",
+    "from_model2vec": "psp_hf.static_models",
+    "load_static_model": "psp_hf.static_models",
     "PSPConfig": "psp_hf.modeling",
     "PSPModel": "psp_hf.modeling",
 }
@@ -21,6 +23,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from .encoder import PSPEncoder, load
     from .modeling import PSPConfig, PSPModel
+    from .static_models import from_model2vec, load_static_model
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +34,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'psp_hf' has no attribute {name!r}")
 
 
-__all__ = ["PSPConfig", "PSPEncoder", "PSPInputError", "PSPModel", "__version__", "load"]
+__all__ = [
+    "PSPConfig",
+    "PSPEncoder",
+    "PSPInputError",
+    "PSPModel",
+    "__version__",
+    "from_model2vec",
+    "load",
+    "load_static_model",
+]

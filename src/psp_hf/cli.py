@@ -20,6 +20,7 @@ DELEGATED = {
     "push": ("psp_hf.hub.cli", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
     "backtranslate": ("psp_hf.backtranslation.cli", "paraphrase pairs from bitext by back-translation, filtered"),
+    "export": ("psp_hf.export_cli", "write a smaller (float16/int8, PCA) psp folder or a model2vec folder"),
 }
 
 

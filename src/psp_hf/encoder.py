@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .encoder_helpers import (
+    FEW_SENTENCES,
+    check_sentences,
+    modeling,
+    portable_tokenizer_class,
+    private_backend,
+    word_cache_applies,
+)
 from .errors import PSPInputError
 from .model_folder import (
     PSPSettings,
@@ -29,34 +37,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
     from .modeling import PSPModel
-
-
-def _portable_tokenizer_class(directory: Path) -> None:
-    # transformers 5 writes "TokenizersBackend", which 4.x cannot load; the fast class loads in both.
-    path = directory / "tokenizer_config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if config.get("tokenizer_class") == "TokenizersBackend":
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _word_cache_applies(config: dict) -> bool:
-    """The word cache is exact only for P-SP's own pipeline: lowercase + charsmap, whitespace-split Metaspace."""
-    normalizer = config.get("normalizer") or {}
-    steps = [step.get("type") for step in normalizer.get("normalizers", [])]
-    pre_tokenizer = config.get("pre_tokenizer") or {}
-    return (
-        steps[:1] == ["Lowercase"]
-        and set(steps) <= {"Lowercase", "Precompiled", "Strip", "Replace"}
-        and pre_tokenizer.get("type") == "Metaspace"
-        and pre_tokenizer.get("split", False)
-        and pre_tokenizer.get("prepend_scheme") == "always"
-        and (config.get("model") or {}).get("type") == "Unigram"
-    )
-
-
-# Up to this many sentences, the tokenizer itself is quicker than the word cache's bookkeeping.
-_FEW_SENTENCES = 4
 
 
 class PSPEncoder:
@@ -79,11 +59,13 @@ class PSPEncoder:
     def __init__(self, model: PSPModel | None = None, tokenizer: PreTrainedTokenizerFast | None = None):
         if model is None or tokenizer is None:
             raise TypeError("PSPEncoder(model, tokenizer) needs both; use psp_hf.load(folder) to load a folder")
-        backend = _private_backend(tokenizer.backend_tokenizer)
+        backend = private_backend(tokenizer.backend_tokenizer)
         self._setup(PSPSettings.from_config(model.config), backend, tokenizer_size=len(tokenizer))
         if getattr(model.config, "word_boundary_token_id", None) is None:
             # Older configs lack it; the remote code must apply the same rule as encode().
             model.config.word_boundary_token_id = self.settings.word_boundary_token_id
+        if hasattr(model, "_dequantize_table"):  # a model loaded from an int8 folder holds integers until scaled
+            model._dequantize_table()
         self._model = model.eval()
         self._tokenizer = tokenizer
 
@@ -100,6 +82,8 @@ class PSPEncoder:
                 **{**settings.__dict__, "word_boundary_token_id": -1 if boundary is None else boundary}
             )
         self.settings = settings
+        # As sentence-transformers' `truncate_dim`: encode's default width (None: the model's dimension).
+        self.truncate_dim: int | None = None
         self._folder = folder
         self._model = None
         self._tokenizer = None
@@ -107,7 +91,7 @@ class PSPEncoder:
         self._piece_weights: np.ndarray | None = None
         # A private copy: transformers switches padding/truncation on the shared backend during its own calls.
         self._backend = backend
-        self._word_cache = WordPieceCache(backend) if _word_cache_applies(tokenizer_config) else None
+        self._word_cache = WordPieceCache(backend) if word_cache_applies(tokenizer_config) else None
 
     # ----------------------------------------------------------------------------- construction, I/O
     @classmethod
@@ -119,10 +103,10 @@ class PSPEncoder:
         **config_kwargs,
     ) -> PSPEncoder:
         """A new model with a randomly initialised table sized for `tokenizer`."""
-        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
+        PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
         import torch
 
-        backend = _private_backend(tokenizer.backend_tokenizer)
+        backend = private_backend(tokenizer.backend_tokenizer)
         if config_kwargs.get("word_boundary_token_id") is None:
             boundary = word_boundary_id(json.loads(backend.to_str()), backend)
             config_kwargs["word_boundary_token_id"] = -1 if boundary is None else boundary
@@ -140,9 +124,20 @@ class PSPEncoder:
     def from_pretrained(
         cls, id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None
     ) -> PSPEncoder:
-        """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle)."""
+        """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle).
+
+        model2vec and sentence-transformers `StaticEmbedding` folders load too (see `psp_hf.static_models`).
+        """
         path = resolve_model_path(id_or_path, revision=revision, token=token)
-        settings = read_settings(path)
+        try:
+            settings = read_settings(path)
+        except (PSPInputError, FileNotFoundError):
+            from .static_models import load_other_format
+
+            encoder = load_other_format(path)
+            if encoder is None:  # not another format either: the psp error says what is wrong
+                raise
+            return encoder
         backend = read_tokenizer(path)
         table, piece_weights = read_weights(path, settings)
         encoder = cls.__new__(cls)
@@ -150,18 +145,38 @@ class PSPEncoder:
         encoder._table, encoder._piece_weights = table, piece_weights
         return encoder
 
-    def save_pretrained(self, directory: str | os.PathLike, **removed: Any) -> Path:
+    def save_pretrained(
+        self,
+        directory: str | os.PathLike,
+        quantize_to: str | None = None,
+        dimensionality: int | None = None,
+        **removed: Any,
+    ) -> Path:
         """Write a Hub-format folder that loads in psp, transformers (remote code) and sentence-transformers.
 
         Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules.
         No model card: write one with `psp_hf.hub.card.write_model_card(directory, encoder, language, ...)`.
+
+        Smaller folders (`psp_hf.smaller_tables`): `dimensionality` keeps that many principal components of the
+        table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
+        folders have no sentence-transformers layout (use `psp export --format model2vec` for one).
         """
+        from .smaller_tables import check_table_options, write_smaller_weights
+
         if removed:
             raise TypeError(
                 f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
                 "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
             )
-        PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
+        check_table_options(quantize_to, dimensionality, self.dim)
+        if dimensionality is not None and dimensionality != self.dim:
+            from .smaller_tables import reduce_dimensions
+
+            table, piece_weights = self._weights()
+            return self._with_table(reduce_dimensions(table, dimensionality), piece_weights).save_pretrained(
+                directory, quantize_to=quantize_to
+            )
+        PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
         from .sentence_transformers_layout import write_sentence_transformers_files
 
         directory = Path(directory)
@@ -171,9 +186,21 @@ class PSPEncoder:
         self.model.config.word_boundary_token_id = self.settings.word_boundary_token_id
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        _portable_tokenizer_class(directory)
-        write_sentence_transformers_files(directory, self)
+        portable_tokenizer_class(directory)
+        if quantize_to in (None, "float32"):
+            write_sentence_transformers_files(directory, self)
+        else:
+            write_smaller_weights(directory, *self._weights(), quantize_to)
         return directory
+
+    def _with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
+        """A new encoder with this one's tokenizer and settings and another table (its width may differ)."""
+        encoder = PSPEncoder.__new__(PSPEncoder)
+        settings = PSPSettings(**{**self.settings.__dict__, "hidden_size": int(table.shape[1])})
+        encoder._setup(settings, private_backend(self._backend), self.tokenizer_size, folder=self._folder)
+        encoder._table, encoder._piece_weights = np.ascontiguousarray(table, dtype=np.float32), piece_weights
+        encoder._tokenizer = self._tokenizer
+        return encoder
 
     def push_to_hub(self, repo_id: str, **kwargs) -> str:
         """Save (weights, tokenizer, remote code, sentence-transformers layout, card) and upload.
@@ -190,7 +217,7 @@ class PSPEncoder:
     def model(self) -> PSPModel:
         """The transformers `PSPModel` (built on first use; shares the table with this encoder)."""
         if self._model is None:
-            PSPConfig, PSPModel = _modeling().PSPConfig, _modeling().PSPModel
+            PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
             import torch
 
             config = PSPConfig(**self.settings.__dict__)
@@ -215,12 +242,12 @@ class PSPEncoder:
         if self._tokenizer is None:
             from transformers import PreTrainedTokenizerFast
 
-            from .tokenizer import wrap_fast_tokenizer
+            from .encoder_helpers import fast_tokenizer
 
             if self._folder is not None and (self._folder / "tokenizer_config.json").is_file():
                 self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self._folder)
             else:
-                self._tokenizer = wrap_fast_tokenizer(_private_backend(self._backend))
+                self._tokenizer = fast_tokenizer(self._backend, self.settings.unk_token_id, self.settings.pad_token_id)
         return self._tokenizer
 
     def _weights(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -269,7 +296,7 @@ class PSPEncoder:
     def tokenize_numpy(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """`tokenize` as int64 numpy arrays `(flat_ids, offsets)`."""
         n = len(sentences)
-        if self._word_cache is None or n <= _FEW_SENTENCES:
+        if self._word_cache is None or n <= FEW_SENTENCES:
             flat, lengths = self._tokenize_with_backend(sentences)
         else:
             plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
@@ -328,24 +355,41 @@ class PSPEncoder:
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         out: np.ndarray | None = None,
+        precision: str = "float32",
+        truncate_dim: int | None = None,
+        device: str | torch.device | None = None,
+        **ignored: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences: float32 `(n, dim)` (or `(dim,)` for a single string).
 
-        `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim)` to write into.
+        As in sentence-transformers: `truncate_dim` keeps the first dimensions (before normalising), `precision`
+        ("float32", "float16", "int8", "uint8", "binary", "ubinary") quantises the result the way
+        `sentence_transformers.quantization.quantize_embeddings` does (int8/uint8 ranges from this call's
+        embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
+        runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
+        `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
         """
+        from .quantization import check_precision, check_truncate_dim
+
+        check_precision(precision)
+        truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
+        check_truncate_dim(truncate_dim, self.dim)
+        if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
+            raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
+        width = self.dim if truncate_dim is None else truncate_dim
         single = isinstance(sentences, str)
         if single:
             sentences = [sentences]
         elif not isinstance(sentences, Sequence):
             sentences = list(sentences)
-        _check_sentences(sentences)
+        check_sentences(sentences)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         n = len(sentences)
         if out is None:
-            out = np.empty((n, self.dim), dtype=np.float32)
-        elif out.shape != (n, self.dim) or out.dtype != np.float32:
-            raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+            out = np.empty((n, width), dtype=np.float32)
+        elif out.shape != (n, width) or out.dtype != np.float32:
+            raise ValueError(f"out must be float32 of shape {(n, width)}, got {out.dtype} {out.shape}")
         prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
@@ -357,65 +401,46 @@ class PSPEncoder:
         for start in starts:
             batch = sentences[start : start + batch_size]
             rows = out[start : start + len(batch)]
-            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
-            if normalize_embeddings:
-                from .similarity import unit_rows
+            self._embed_batch(batch, rows, truncate_dim, normalize_embeddings)
+        result = out
+        if precision != "float32" and n:
+            from .quantization import quantize_embeddings
 
-                rows[:] = unit_rows(rows)
-        result = out[0] if single else out
+            result = quantize_embeddings(out, precision)
+        result = result[0] if single else result
         if convert_to_tensor or not convert_to_numpy:
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(result))
+            return torch.from_numpy(np.ascontiguousarray(result)).to(device or "cpu")
         return result
 
+    def _embed_batch(self, batch: Sequence[str], rows: np.ndarray, truncate_dim: int | None, normalize: bool) -> None:
+        """Embed `batch` into `rows`: pooling, then (as sentence-transformers) truncation, then normalisation."""
+        if truncate_dim is None:
+            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
+        else:
+            rows[:] = self.embed_ids(*self.tokenize_numpy(batch))[:, :truncate_dim]
+        if normalize:
+            from .similarity import unit_rows
+
+            rows[:] = unit_rows(rows)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """Width of what `encode` returns (the model's dimension, or `truncate_dim` when set)."""
+        return self.dim if self.truncate_dim is None else self.truncate_dim
+
     @staticmethod
-    def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
-        """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`."""
+    def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`, a tensor if given one."""
         from .similarity import cosine_matrix
 
         return cosine_matrix(a, b)
 
-    def similarity_pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Cosine of row i of `a` with row i of `b`."""
+    def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
+        """Cosine of row i of `a` with row i of `b` (a tensor if given one)."""
         from .similarity import cosine_pairs
 
         return cosine_pairs(a, b)
-
-
-def _modeling():
-    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
-    try:
-        from . import modeling
-    except ImportError as error:
-        raise ImportError(
-            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
-        ) from error
-    return modeling
-
-
-def _private_backend(backend):
-    from tokenizers import Tokenizer
-
-    copy = Tokenizer.from_str(backend.to_str())
-    copy.no_padding()
-    copy.no_truncation()
-    return copy
-
-
-def _check_sentences(sentences: Sequence) -> None:
-    """Every item a string that UTF-8 can encode; errors name the index."""
-    for index, sentence in enumerate(sentences):
-        if not isinstance(sentence, str):
-            raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")
-        if not sentence.isascii():
-            try:
-                sentence.encode("utf-8")
-            except UnicodeEncodeError as error:
-                raise ValueError(
-                    f"sentences[{index}] has a lone surrogate {sentence[error.start]!r} at character {error.start}; "
-                    "it is not valid Unicode text"
-                ) from None
 
 
 def load(id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None) -> PSPEncoder:

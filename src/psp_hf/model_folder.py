@@ -18,6 +18,7 @@ from .errors import PSPInputError
 PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
 TABLE_KEY = "embeddings.weight"
 WEIGHTS_KEY = "piece_weights"
+SCALES_KEY = "table_scales"  # int8 tables: one float scale per row (see PSPConfig.table_dtype)
 
 
 # What a psp model folder holds; the rest of a Hub repo (cards, plots) is not needed to load it.
@@ -113,10 +114,15 @@ def read_weights(folder: Path, settings: PSPSettings) -> tuple[np.ndarray, np.nd
                 "can run code when loaded (convert a checkpoint you trust with `psp convert-original --trust-pickle`)"
             )
         raise FileNotFoundError(f"{folder}: no model.safetensors")
-    tensors = read_safetensors(path, wanted=(TABLE_KEY, WEIGHTS_KEY))
+    tensors = read_safetensors(path, wanted=(TABLE_KEY, WEIGHTS_KEY, SCALES_KEY))
     if TABLE_KEY not in tensors:
         raise PSPInputError(f"{path}: no {TABLE_KEY!r} tensor")
     table, weights = tensors[TABLE_KEY], tensors.get(WEIGHTS_KEY)
+    if SCALES_KEY in tensors:  # an int8-stored table: dequantise row by row
+        scales = tensors[SCALES_KEY]
+        if scales.shape != (len(table),):
+            raise PSPInputError(f"{path}: {SCALES_KEY} has shape {scales.shape}, expected ({len(table)},)")
+        table *= scales[:, None]
     expected = (settings.vocab_size, settings.hidden_size)
     if table.shape != expected:
         raise PSPInputError(
@@ -131,7 +137,7 @@ def read_weights(folder: Path, settings: PSPSettings) -> tuple[np.ndarray, np.nd
     return table, weights if settings.use_piece_weights else None
 
 
-_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "BF16": np.uint16}
+_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "BF16": np.uint16, "I8": np.int8}
 
 
 def read_safetensors(path: Path, wanted: tuple[str, ...]) -> dict[str, np.ndarray]:

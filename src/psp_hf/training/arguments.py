@@ -80,6 +80,13 @@ class TrainingArguments:
             choices=INIT_CHOICES,
         ),
     )
+    init_from: str | None = field(
+        default=None,
+        metadata=_arg(
+            "continue from this model's table and tokenizer: a psp folder, a model2vec folder or a "
+            "sentence-transformers StaticEmbedding model (folder or Hub id); --dim is taken from it"
+        ),
+    )
     init_std: float = field(
         default=1.0,
         metadata=_arg(
@@ -281,6 +288,8 @@ class TrainingArguments:
             raise PSPInputError("--init-vectors is only used with --init word-vectors")
         if self.init_vectors and not Path(self.init_vectors).is_file():
             raise PSPInputError(f"--init-vectors {self.init_vectors}: no such file")
+        if self.init_from and (self.init != "random" or self.tokenizer):
+            raise PSPInputError("--init-from brings its own table and tokenizer: drop --init and --tokenizer")
         if self.teacher_model and self.init != "teacher":
             raise PSPInputError("--teacher-model is only used with --init teacher")
 

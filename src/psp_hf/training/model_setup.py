@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +10,14 @@ from pathlib import Path
 import torch
 
 from .arguments import TrainingArguments
+
+
+@functools.cache
+def initial_model(id_or_path: str):
+    """The model --init-from names (psp, model2vec or sentence-transformers static), loaded once per process."""
+    from ..static_models import load_static_model
+
+    return load_static_model(id_or_path)
 
 
 def training_texts(source, pool, limit: int) -> Iterator[str]:
@@ -31,10 +40,16 @@ def load_or_train_tokenizer(
     """The run's tokenizer, kept in `folder`: --tokenizer, or trained on the training text (main process)."""
     from transformers import PreTrainedTokenizerFast
 
+    if args.init_from:
+        # The table's width decides the model's; the tokenizer is the one the table was trained with.
+        args.dim = initial_model(args.init_from).dim
     if resuming:
         return PreTrainedTokenizerFast.from_pretrained(folder)
     if is_main:
-        if args.tokenizer:
+        if args.init_from:
+            say(f"continuing from {args.init_from}: its tokenizer and {args.dim}-d table")
+            initial_model(args.init_from).tokenizer.save_pretrained(folder)
+        elif args.tokenizer:
             PreTrainedTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(folder)
         else:
             from ..tokenizer import train_tokenizer
@@ -61,8 +76,13 @@ def initialise(
     texts: Callable[[int], Iterator[str]],
     say: Callable[[str], None],
 ) -> None:
-    """--init and --piece-weights on a fresh run (every process computes the same values)."""
-    if args.init == "teacher":
+    """--init, --init-from and --piece-weights on a fresh run (every process computes the same values)."""
+    if args.init_from:
+        from ..initialization import set_table
+
+        table = initial_model(args.init_from)._weights()[0]
+        set_table(encoder, table[: encoder.model.config.vocab_size])
+    elif args.init == "teacher":
         from ..data.teacher_labels import default_teacher_path, load_teacher
         from ..initialization import set_table, teacher_table
 

@@ -1,0 +1,84 @@
+"""Helpers of `PSPEncoder` that need no encoder state: tokenizer checks and copies, input checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def portable_tokenizer_class(directory: Path) -> None:
+    # transformers 5 writes "TokenizersBackend", which 4.x cannot load; the fast class loads in both.
+    path = directory / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def word_cache_applies(config: dict) -> bool:
+    """The word cache is exact only for P-SP's own pipeline: lowercase + charsmap, whitespace-split Metaspace."""
+    normalizer = config.get("normalizer") or {}
+    steps = [step.get("type") for step in normalizer.get("normalizers", [])]
+    pre_tokenizer = config.get("pre_tokenizer") or {}
+    return (
+        steps[:1] == ["Lowercase"]
+        and set(steps) <= {"Lowercase", "Precompiled", "Strip", "Replace"}
+        and pre_tokenizer.get("type") == "Metaspace"
+        and pre_tokenizer.get("split", False)
+        and pre_tokenizer.get("prepend_scheme") == "always"
+        and (config.get("model") or {}).get("type") == "Unigram"
+    )
+
+
+# Up to this many sentences, the tokenizer itself is quicker than the word cache's bookkeeping.
+FEW_SENTENCES = 4
+
+
+def modeling():
+    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
+    try:
+        from . import modeling
+    except ImportError as error:
+        raise ImportError(
+            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
+        ) from error
+    return modeling
+
+
+def private_backend(backend):
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.no_padding()
+    copy.no_truncation()
+    return copy
+
+
+def check_sentences(sentences: Sequence) -> None:
+    """Every item a string that UTF-8 can encode; errors name the index."""
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")
+        if not sentence.isascii():
+            try:
+                sentence.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise ValueError(
+                    f"sentences[{index}] has a lone surrogate {sentence[error.start]!r} at character {error.start}; "
+                    "it is not valid Unicode text"
+                ) from None
+
+
+def fast_tokenizer(backend, unk_token_id: int, pad_token_id: int):
+    """A transformers fast tokenizer over a copy of `backend`, naming its own unknown and padding pieces."""
+    from transformers import PreTrainedTokenizerFast
+
+    backend = private_backend(backend)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token=backend.id_to_token(unk_token_id),
+        pad_token=backend.id_to_token(pad_token_id),
+        model_max_length=1_000_000,
+        clean_up_tokenization_spaces=False,
+    )

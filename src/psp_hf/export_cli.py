@@ -1,0 +1,57 @@
+"""`psp export`: a smaller psp folder (float16/int8 table, PCA dimensions) or a model2vec folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .errors import PSPInputError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `psp export` flags."""
+    parser.add_argument("model", metavar="MODEL", help="psp, model2vec or sentence-transformers static model folder")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="folder to write (new or empty)")
+    parser.add_argument(
+        "--quantize-to",
+        choices=("float32", "float16", "int8"),
+        default=None,
+        help="store the table as float16, or int8 with one scale per row (psp) / per table (model2vec)",
+    )
+    parser.add_argument(
+        "--dimensionality",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep N dimensions: the table's top N principal components (PCA fitted on the table)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("psp", "model2vec"),
+        default="psp",
+        help="psp (loads in psp and transformers) or model2vec (loads in model2vec and sentence-transformers)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load MODEL, shrink it as asked and write OUT."""
+    from .smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
+    from .static_models import load_static_model, save_model2vec
+
+    output = Path(args.output)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise PSPInputError(f"--output {output}: exists and is not an empty folder; choose a new one")
+    encoder = load_static_model(args.model)
+    try:
+        check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
+    except ValueError as error:
+        raise PSPInputError(f"--{str(error).replace('_', '-')}") from None
+    if args.format == "psp":
+        encoder.save_pretrained(output, quantize_to=args.quantize_to, dimensionality=args.dimensionality)
+    else:
+        if args.dimensionality is not None and args.dimensionality != encoder.dim:
+            table, piece_weights = encoder._weights()
+            encoder = encoder._with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
+        save_model2vec(encoder, output, quantize_to=args.quantize_to)
+    print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
+    return 0

@@ -1,0 +1,210 @@
+"""Other static-embedding formats in and out of psp: model2vec folders and sentence-transformers `StaticEmbedding`.
+
+In: `load_static_model(path)` takes a psp folder, a model2vec folder (`config.json` + `model.safetensors` with an
+`embeddings` tensor, optional `weights`/`mapping`) or a sentence-transformers model whose first module is
+`StaticEmbedding`, and returns a `PSPEncoder` with that table and tokenizer. model2vec's per-piece weights and
+vocabulary mapping are folded into the table (row i = embeddings[mapping[i]] x weights[i]), which is what
+model2vec averages.
+
+Out: `save_model2vec(encoder, directory)` writes a folder that `model2vec.StaticModel.from_pretrained` and
+sentence-transformers (its `modules.json` names `StaticEmbedding`) load. Embeddings are equal to psp's, with these
+differences, all from model2vec's fixed rules:
+
+- unknown pieces: model2vec always drops them, and a sentence with nothing left is all zeros; psp gives such a
+  sentence (empty, or only out-of-vocabulary characters) the unknown piece's embedding.
+- the bare word-boundary piece before an unsegmentable word is kept by model2vec like any piece.
+- piece weights (`--piece-weights sif`): model2vec divides the weighted sum by the number of pieces, psp by the sum
+  of the weights, so the export folds the weights into the table and the two agree only up to each sentence's
+  length (cosines differ slightly).
+- int8: model2vec keeps one scale for the whole table and averages the raw integers, so vectors are psp's divided
+  by that scale (cosines equal up to rounding); psp's own int8 folders keep a scale per row.
+
+Lowercasing and the sentencepiece normalisation are in `tokenizer.json`, so both tokenise alike; the export turns
+off model2vec's 512-piece truncation (`max_length: null`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PSPInputError
+from .model_folder import read_safetensors, read_tokenizer, resolve_model_path
+
+STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
+
+
+def detect_format(folder: Path) -> str:
+    """'psp', 'sentence-transformers-static' or 'model2vec' for a model folder; PSPInputError otherwise."""
+    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    if config.get("model_type") == "psp":
+        return "psp"
+    if _static_module_folder(folder) is not None and not (folder / "config.json").is_file():
+        return "sentence-transformers-static"
+    if (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file():
+        header = _safetensors_names(folder / "model.safetensors")
+        if "embeddings" in header:
+            return "model2vec"
+        if "embedding.weight" in header:
+            return "sentence-transformers-static"
+    raise PSPInputError(
+        f"{folder}: not a psp, model2vec or sentence-transformers StaticEmbedding folder "
+        "(expected config.json with model_type 'psp', or model.safetensors holding 'embeddings' / 'embedding.weight')"
+    )
+
+
+def load_static_model(id_or_path: str | os.PathLike):
+    """A `PSPEncoder` from a psp, model2vec or sentence-transformers static model folder (or Hub id)."""
+    from .encoder import PSPEncoder
+
+    folder = resolve_model_path(id_or_path)
+    kind = detect_format(folder)
+    if kind == "psp":
+        return PSPEncoder.from_pretrained(folder)
+    if kind == "model2vec":
+        return from_model2vec(folder)
+    module = _static_module_folder(folder) or folder
+    tensors = read_safetensors(module / "model.safetensors", wanted=("embedding.weight", "embeddings"))
+    table = tensors.get("embedding.weight", tensors.get("embeddings"))
+    return _encoder_from_table(table, read_tokenizer(module), module)
+
+
+def load_other_format(folder: Path):
+    """A `PSPEncoder` from a model2vec or sentence-transformers static folder; None for any other folder."""
+    try:
+        kind = detect_format(folder)
+    except PSPInputError:
+        return None
+    return None if kind == "psp" else load_static_model(folder)
+
+
+def from_model2vec(path: str | os.PathLike):
+    """A `PSPEncoder` from a model2vec folder or Hub id (weights and mapping folded into the table)."""
+    folder = resolve_model_path(path)
+    safetensors_path = folder / "model.safetensors"
+    if not safetensors_path.is_file():
+        raise PSPInputError(f"{folder}: no model.safetensors; not a model2vec folder")
+    tensors = _read_any(safetensors_path, ("embeddings", "weights", "mapping"))
+    if "embeddings" not in tensors:
+        raise PSPInputError(f"{safetensors_path}: no 'embeddings' tensor; not a model2vec model")
+    table = tensors["embeddings"].astype(np.float32)
+    if "mapping" in tensors:
+        table = table[tensors["mapping"].astype(np.int64)]
+    if "weights" in tensors:
+        table = table * tensors["weights"].astype(np.float32)[:, None]
+    return _encoder_from_table(table, read_tokenizer(folder), folder)
+
+
+def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | None = None) -> Path:
+    """Write `encoder` as a model2vec folder (see the module docstring for where results differ)."""
+    from safetensors.numpy import save
+
+    from .io import atomic_path
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    table, piece_weights = encoder._weights()
+    if piece_weights is not None:
+        table = table * piece_weights[:, None]
+    if quantize_to == "float16":
+        table = table.astype(np.float16)
+    elif quantize_to == "int8":  # model2vec's own int8: one scale for the table, rows as raw integers
+        scale = float(np.abs(table).max()) / 127.0 or 1.0
+        table = np.clip(np.rint(table / scale), -127, 127).astype(np.int8)
+    with atomic_path(directory / "model.safetensors") as temporary:
+        Path(temporary).write_bytes(save({"embeddings": np.ascontiguousarray(table)}))
+    backend = encoder._backend
+    backend.save(str(directory / "tokenizer.json"), pretty=False)
+    config = {
+        "model_type": "model2vec",
+        "architectures": ["StaticModel"],
+        "tokenizer_name": None,
+        "apply_pca": None,
+        "hidden_dim": int(table.shape[1]),
+        "normalize": False,
+        "max_length": None,
+        "embedding_dtype": np.dtype(table.dtype).name,
+    }
+    _write_json(directory / "config.json", config)
+    _write_json(directory / "modules.json", [{"idx": 0, "name": "0", "path": ".", "type": STATIC_EMBEDDING}])
+    return directory
+
+
+def _encoder_from_table(table: np.ndarray, backend, folder: Path):
+    """A `PSPEncoder` over `table` with `backend` as its tokenizer (unknown and padding pieces looked up)."""
+    from .encoder import PSPEncoder
+    from .model_folder import PSPSettings
+
+    tokenizer_config = json.loads(backend.to_str())
+    unk = _unknown_id(tokenizer_config, backend)
+    pad = next((backend.token_to_id(t) for t in ("<pad>", "[PAD]", "<PAD>") if backend.token_to_id(t) is not None), unk)
+    size = backend.get_vocab_size(with_added_tokens=True)
+    if len(table) < size:
+        raise PSPInputError(f"{folder}: the table has {len(table)} rows but the tokenizer {size} pieces")
+    settings = PSPSettings(
+        vocab_size=int(len(table)),
+        hidden_size=int(table.shape[1]),
+        pad_token_id=int(pad if pad is not None else 0),
+        unk_token_id=int(unk if unk is not None else 0),
+        drop_unknown=unk is not None,
+    )
+    encoder = PSPEncoder.__new__(PSPEncoder)
+    encoder._setup(settings, backend, size)
+    encoder._table, encoder._piece_weights = np.ascontiguousarray(table, dtype=np.float32), None
+    return encoder
+
+
+def _unknown_id(config: dict, backend) -> int | None:
+    model = config.get("model") or {}
+    if model.get("type") == "Unigram":
+        return model.get("unk_id")
+    token = model.get("unk_token")
+    return None if token is None else backend.token_to_id(token)
+
+
+def _static_module_folder(folder: Path) -> Path | None:
+    """The folder of a sentence-transformers model's `StaticEmbedding` module, if its first module is one."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        return None
+    modules = _read_json(path)
+    if not isinstance(modules, list) or not modules or not isinstance(modules[0], dict):
+        return None
+    kind = str(modules[0].get("type", ""))
+    if not kind.endswith("StaticEmbedding"):
+        return None
+    return folder / str(modules[0].get("path", "") or ".")
+
+
+def _safetensors_names(path: Path) -> set[str]:
+    with open(path, "rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        try:
+            return set(json.loads(handle.read(size)))
+        except (UnicodeDecodeError, json.JSONDecodeError, MemoryError, OverflowError):
+            raise PSPInputError(f"{path}: not a safetensors file") from None
+
+
+def _read_any(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Tensors of any dtype (model2vec stores int8 tables and int mappings) as numpy arrays."""
+    from safetensors.numpy import load_file
+
+    try:
+        tensors = load_file(str(path))
+    except Exception as error:  # safetensors raises its own unexported error types
+        raise PSPInputError(f"{path}: not a readable safetensors file ({error})") from None
+    return {name: tensors[name] for name in names if name in tensors}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PSPInputError(f"{path}: not valid JSON ({error})") from None
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
