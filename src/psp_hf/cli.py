@@ -16,7 +16,10 @@ from .errors import PSPInputError
 DELEGATED = {
     "train": ("psp_hf.training.cli", "train a P-SP model from paraphrase pairs or bitext"),
     "eval": ("psp_hf.evaluation.cli", "evaluate a model on STS, STS17, Tatoeba and SentEval"),
-    "prepare": ("psp_hf.data.cli", "prepare training data: paraphrases, bitext, a distillation pool, teacher labels, mined pairs"),
+    "prepare": (
+        "psp_hf.data.cli",
+        "prepare training data: paraphrases, bitext, a distillation pool, teacher labels, mined pairs",
+    ),
     "push": ("psp_hf.hub.cli", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
     "backtranslate": ("psp_hf.backtranslation.cli", "paraphrase pairs from bitext by back-translation, filtered"),
