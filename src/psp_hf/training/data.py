@@ -180,7 +180,8 @@ class PairSource:
     """Where training pairs come from, with the two text columns resolved.
 
     `dataset` is an unshuffled `datasets.IterableDataset`; `first_column` / `second_column` are the text
-    columns (for bitext: the non-English side first).
+    columns (for bitext: the non-English side first). Passing `dataset=` (a `datasets` object or a list of
+    pairs) uses it instead of opening `data`, which is then only the description.
     """
 
     def __init__(

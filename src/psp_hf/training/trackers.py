@@ -84,7 +84,10 @@ class TrackerSink:
             self.accelerator.log(values, step=step)
 
     def close(self) -> None:
-        """Flush and close every tracker (`end_training`)."""
+        """Flush and close every tracker."""
         if self.open:
             self.open = False
-            self.accelerator.end_training()
+            # What `accelerator.end_training()` does for trackers, without its other effect (destroying the
+            # process group), which would break a caller that goes on using torch.distributed after train().
+            for tracker in self.accelerator.trackers:
+                tracker.finish()

@@ -13,6 +13,8 @@ Layout of `--output-dir`:
     training/best.safetensors                               weights with the best dev score so far
     training/tokenizer/                                     the tokenizer the run uses
     training/args.json, training/metrics.jsonl              settings and one JSON line per log/eval
+    training/metrics.png                                    loss, dev score and mega-batch size over steps
+    training/runs/                                          TensorBoard events (--report-to tensorboard)
     training/projection.safetensors                         W (distillation with --dim != the teacher's dim)
 """
 
