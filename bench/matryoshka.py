@@ -37,6 +37,8 @@ def train(folder: Path, pairs: Path, args: argparse.Namespace, matryoshka: str |
     ]  # fmt: skip
     if matryoshka:
         command += ["--matryoshka-dims", matryoshka]
+        if args.weights:
+            command += ["--matryoshka-weights", args.weights]
     print("$ " + " ".join(command), file=sys.stderr, flush=True)
     start = time.perf_counter()
     subprocess.run(command, check=True)
@@ -78,6 +80,7 @@ def main() -> int:
     parser.add_argument("--dims", default="64,128,256", help="prefix lengths trained and evaluated")
     # A table that starts small and moves fast learns in a few hundred steps (P-SP's 1.0 and 1e-3 barely move
     # it from its random start in 400 steps, so both runs stay close to the same random table).
+    parser.add_argument("--weights", default=None, help="--matryoshka-weights of the Matryoshka run")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--init-std", type=float, default=0.1)
     parser.add_argument("--out", default="bench_out/matryoshka")
@@ -85,10 +88,12 @@ def main() -> int:
     out = Path(args.out)
     pairs = data_dir() / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     prefixes = [int(k) for k in args.dims.split(",")]
-    runs = {"plain": None, f"matryoshka {args.dims}": args.dims}
+    label = f"matryoshka {args.dims}" + (f" (weights {args.weights})" if args.weights else "")
+    runs = {"plain": None, label: args.dims}
     rows: dict[str, dict[int, float]] = {}
     for name, dims in runs.items():
-        folder = out / ("plain" if dims is None else "matryoshka")
+        suffix = f"-w{args.weights.replace(',', '-')}" if args.weights else ""
+        folder = out / ("plain" if dims is None else f"matryoshka{suffix}")
         train(folder, pairs, args, dims)
         rows[name] = {}
         for k in [*prefixes, args.dim]:
