@@ -1,4 +1,7 @@
-"""Training P-SP models: `Trainer` (the loop), `TrainingArguments` (its settings) and `train`."""
+"""Training P-SP models: `Trainer` (the loop), `TrainingArguments` (its settings) and `train(args, data=None)`.
+
+`data` may hold the pairs as a `datasets` object or a list of `(sentence, paraphrase)` pairs instead of paths.
+"""
 
 from __future__ import annotations
 

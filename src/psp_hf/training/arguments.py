@@ -140,6 +140,16 @@ class TrainingArguments:
             "sparse embedding gradients with lazy Adam (auto: on, except multi-process NCCL)", choices=SPARSE_CHOICES
         ),
     )
+    matryoshka_dims: str | None = field(
+        default=None,
+        metadata=_arg(
+            "Matryoshka: also apply the losses to these prefixes of the embedding, e.g. '64,128,256', so that "
+            "truncated embeddings keep quality (the full --dim is always trained)"
+        ),
+    )
+    matryoshka_weights: str | None = field(
+        default=None, metadata=_arg("weights of the --matryoshka-dims losses, in the same order (default: all 1)")
+    )
     # ---- teacher
     teacher_cache: str | None = field(
         default=None,
@@ -198,6 +208,10 @@ class TrainingArguments:
     threads: int = field(default=0, metadata=_arg("torch CPU threads per process (0: torch's default)"))
     cpu: bool = field(default=False, metadata=_arg("train on CPU even if a GPU is present"))
     quiet: bool = field(default=False, metadata=_arg("no progress bar"))
+    report_to: str = field(
+        default="none",
+        metadata=_arg("also log metrics to these Accelerate trackers, comma-separated: tensorboard, wandb, ... or all"),
+    )
     skip_bad_lines: bool = field(
         default=False,
         metadata=_arg("skip malformed lines of local TSV training files (counted in the log) instead of stopping"),
@@ -252,6 +266,11 @@ class TrainingArguments:
                 raise PSPInputError(
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
                 )
+        from .matryoshka import parse_nested_dims
+        from .trackers import parse_report_to
+
+        parse_nested_dims(self.matryoshka_dims, self.matryoshka_weights, self.dim)
+        parse_report_to(self.report_to)
         if self.kind == "bitext" and not self.lang and self.columns is None:
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 

@@ -180,7 +180,8 @@ class PairSource:
     """Where training pairs come from, with the two text columns resolved.
 
     `dataset` is an unshuffled `datasets.IterableDataset`; `first_column` / `second_column` are the text
-    columns (for bitext: the non-English side first).
+    columns (for bitext: the non-English side first). Passing `dataset=` (a `datasets` object or a list of
+    pairs) uses it instead of opening `data`, which is then only the description.
     """
 
     def __init__(
@@ -191,15 +192,25 @@ class PairSource:
         split: str = "train",
         data_config: str | None = None,
         skip_bad_lines: bool = False,
+        dataset=None,
     ):
+        self.description = " ".join(data)
+        self.files = None
+        if dataset is not None:  # a datasets object or a list of pairs (the Python API's data=)
+            from .data_objects import iterable_from_object
+
+            dataset = iterable_from_object(dataset, split)
+        else:
+            dataset = self._open(data, split, data_config, skip_bad_lines)
+        self._resolve_columns(dataset, columns, lang)
+
+    def _open(self, data: list[str], split: str, data_config: str | None, skip_bad_lines: bool):
+        """The unshuffled `IterableDataset` of files, a datasets folder or a Hub dataset id."""
         from datasets import load_dataset
 
-        self.description = " ".join(data)
         # One folder (e.g. what `psp prepare` writes) or a Hub id is opened by `datasets` itself.
         folder = len(data) == 1 and Path(data[0]).is_dir()
-        files = None if folder else _local_files(data)
-        self.files = files
-        translation_langs: tuple[str, str] | None = None
+        files = self.files = None if folder else _local_files(data)
         if files is None:
             try:
                 dataset = load_dataset(data[0], name=data_config, split=split, streaming=True)
@@ -225,6 +236,10 @@ class PairSource:
                 dataset = _tsv_dataset(data_files, header, skip_bad_lines)
             else:
                 dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
+        return dataset
+
+    def _resolve_columns(self, dataset, columns: list[str] | None, lang: str | None) -> None:
+        translation_langs: tuple[str, str] | None = None
         all_columns = self._column_names(dataset)
         self.marks_bad_lines = BAD_LINE in all_columns
         column_names = [name for name in all_columns if name != BAD_LINE]

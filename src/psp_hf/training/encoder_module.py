@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..modeling import PSPModel, apply_unknown_rule, pool_bags
+from .matryoshka import NestedDims, nested_projections
 
 
 class TrainingEncoder(nn.Module):
@@ -17,7 +18,13 @@ class TrainingEncoder(nn.Module):
     draw the same masks), and averaged by bag.
     """
 
-    def __init__(self, model: PSPModel, dropout: float = 0.0, projection: nn.Module | None = None):
+    def __init__(
+        self,
+        model: PSPModel,
+        dropout: float = 0.0,
+        projection: nn.Module | None = None,
+        nested: NestedDims | None = None,
+    ):
         super().__init__()
         self.model = model
         self.dropout = dropout
@@ -25,18 +32,23 @@ class TrainingEncoder(nn.Module):
         # gradient along with the table's.
         self.projection = projection
         self.generator: torch.Generator | None = None
+        # Matryoshka training: the distillation rows are mapped once per prefix length (inside forward, for DDP).
+        self.nested = nested if nested is not None and nested.nested else None
 
     def forward(
         self, flat_ids: torch.Tensor, offsets: torch.Tensor, project_last: int = 0
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | list[torch.Tensor]]:
         """Sentence embeddings of the bags; with `project_last`, also the last that many mapped by `projection`.
 
-        Margin and distillation sentences go through one call (DDP expects one forward per backward).
+        Margin and distillation sentences go through one call (DDP expects one forward per backward). With
+        `nested` (Matryoshka), the mapped rows are a list: one tensor per prefix length, shortest first.
         """
         embeddings = self._embed(flat_ids, offsets)
         if not project_last:
             return embeddings
         tail = embeddings[embeddings.shape[0] - project_last :]
+        if self.nested is not None:
+            return embeddings, nested_projections(tail, self.projection, self.nested)
         return embeddings, (self.projection(tail) if self.projection is not None else tail)
 
     def _embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:

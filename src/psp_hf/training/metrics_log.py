@@ -48,14 +48,18 @@ class MetricsLog:
     def __init__(self, path: Path, enabled: bool = True):
         self.path = Path(path)
         self.enabled = enabled
+        # Also called with each record (the --report-to trackers), when set.
+        self.sink: Callable[[dict[str, Any]], None] | None = None
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write one record as a line."""
+        """Write one record as a line (and hand it to the sink)."""
         if not self.enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        if self.sink is not None:
+            self.sink(record)
 
     def start_fresh(self) -> None:
         """A new run: drop the lines of an earlier run that was killed before its first checkpoint."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -64,7 +65,16 @@ def check_output_dir(output_dir: Path) -> None:
 class RunSetup:
     """Everything a `Trainer` holds before its first step; `_setup()` builds it."""
 
-    def __init__(self, args: TrainingArguments):
+    def __init__(self, args: TrainingArguments, data=None):
+        self.data_object = None
+        if data is not None:
+            from .data_objects import describe_data_object
+
+            if args.data:
+                raise PSPInputError("training data given twice: as data= and as TrainingArguments.data; give one")
+            # args.data records the object's description (args.json, the card, the --resume check).
+            self.data_object = data
+            args = dataclasses.replace(args, data=[describe_data_object(data)])
         args.validate()
         self.args = args
         self.output_dir = Path(args.output_dir)
@@ -84,7 +94,15 @@ class RunSetup:
             torch.set_num_threads(args.threads)
         # Accelerate only sets up several CPU processes (gloo) when told it runs on CPU; without a GPU it does,
         # whatever --cpu says, so `torchrun --nproc_per_node 2 train.py` works as written.
-        self.accelerator = accelerator = Accelerator(cpu=args.cpu or not torch.cuda.is_available())
+        from .trackers import check_installed, parse_report_to
+
+        trackers = parse_report_to(args.report_to)
+        check_installed(trackers)
+        self.accelerator = accelerator = Accelerator(
+            cpu=args.cpu or not torch.cuda.is_available(),
+            log_with=trackers or None,
+            project_dir=self.training_dir if trackers else None,
+        )
         launched = int(os.environ.get("WORLD_SIZE", "1"))
         if launched != accelerator.num_processes:
             raise PSPInputError(
@@ -106,6 +124,7 @@ class RunSetup:
         if args.data:
             self.source = PairSource(
                 args.data,
+                dataset=self.data_object,
                 columns=args.column_pair() or None,
                 lang=args.lang,
                 split=args.split,
@@ -141,6 +160,10 @@ class RunSetup:
             self._say(f"resumed at step {state.step} (epoch {state.epoch + 1}, M={state.megabatch_size})")
         else:
             self.metrics.start_fresh()
+        if trackers:
+            from .trackers import TrackerSink
+
+            self.metrics.sink = TrackerSink(accelerator, args.to_dict())
         self.dev_split = DEV_SPLITS.get(args.dev) if self.is_main else None
         if self.dev_split is not None:
             from ..evaluation import sts_dev_score
@@ -234,10 +257,13 @@ class RunSetup:
         if self.distilling and self.pool.dim != args.dim:
             torch.manual_seed(args.seed + 1)
             self.projection = torch.nn.Linear(args.dim, self.pool.dim, bias=False)
+        from .matryoshka import parse_nested_dims
+
+        self.nested = parse_nested_dims(args.matryoshka_dims, args.matryoshka_weights, args.dim)
         self.sparse = self._use_sparse()
         self.model.embeddings.sparse = self.sparse
         self.encoder_module = self.accelerator.prepare(
-            TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection)
+            TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection, nested=self.nested)
         )
         self.encoder_module.train()
         table, *others = self._trainable()

@@ -13,6 +13,8 @@ Layout of `--output-dir`:
     training/best.safetensors                               weights with the best dev score so far
     training/tokenizer/                                     the tokenizer the run uses
     training/args.json, training/metrics.jsonl              settings and one JSON line per log/eval
+    training/metrics.png                                    loss, dev score and mega-batch size over steps
+    training/runs/                                          TensorBoard events (--report-to tensorboard)
     training/projection.safetensors                         W (distillation with --dim != the teacher's dim)
 """
 
@@ -33,6 +35,7 @@ from .checkpoint import TrainState
 from .distillation_loss import distill_loss
 from .export import finish_run
 from .margin_loss import margin_loss
+from .matryoshka import nested_distill_loss, nested_loss
 from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm
@@ -51,7 +54,10 @@ def _stop_on_sigterm(signum, frame) -> None:
 
 
 class Trainer(RunSetup):
-    """Trains a P-SP model as `TrainingArguments` say; `train()` returns the final model folder."""
+    """Trains a P-SP model as `TrainingArguments` say; `train()` returns the final model folder.
+
+    `Trainer(args, data=...)` takes the pairs as a `datasets` object or a list of pairs instead of `args.data`.
+    """
 
     def train(self) -> Path:
         """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
@@ -65,6 +71,9 @@ class Trainer(RunSetup):
             where = error.filename or self.output_dir
             raise PSPInputError(f"cannot write {where}: {error.strerror}") from None
         finally:
+            sink = getattr(getattr(self, "metrics", None), "sink", None)
+            if sink is not None:
+                sink.close()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
@@ -108,6 +117,10 @@ class Trainer(RunSetup):
             self.evaluate()
         self.save_checkpoint()
         finish_run(self)
+        if self.is_main:
+            from .run_plot import plot_metrics
+
+            plot_metrics(self.metrics.path, self.training_dir / "metrics.png", self._say)
         return self.output_dir
 
     # ------------------------------------------------------------------------------------------ epochs
@@ -234,19 +247,21 @@ class Trainer(RunSetup):
         embeddings, projected = output if project_last else (output, None)
         loss = margin_part = distill_part = None
         if megabatch is not None:
-            sides = embeddings[: len(parts) * size].split(size)
-            margin_part = margin_loss(
-                sides[0],
-                sides[1],
-                sides[2],
-                None if args.one_sided else sides[3],
+            sides = list(embeddings[: len(parts) * size].split(size))
+            margin_part = nested_loss(
+                margin_loss,
+                sides if not args.one_sided else [*sides, None],
+                self.nested,
                 args.margin,
                 first_valid.float(),
                 None if args.one_sided else second_valid.float(),
             )
             loss = args.margin_weight * margin_part
         if distill is not None:
-            distill_part = distill_loss(projected, targets)
+            if isinstance(projected, list):  # Matryoshka: one mapped tensor per prefix length
+                distill_part = nested_distill_loss(distill_loss, projected, targets, self.nested)
+            else:
+                distill_part = distill_loss(projected, targets)
             loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
@@ -380,9 +395,13 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def train(args: TrainingArguments) -> Path:
-    """Train as `args` say and return the final model folder."""
-    return Trainer(args).train()
+def train(args: TrainingArguments, data=None) -> Path:
+    """Train as `args` say and return the final model folder.
+
+    `data` may hold the training pairs instead of `args.data`: a `datasets.Dataset`, `IterableDataset` or
+    `DatasetDict` (its `args.split`), or a list of `(sentence, paraphrase)` pairs. It is streamed like files are.
+    """
+    return Trainer(args, data=data).train()
 
 
 __all__ = ["TrainState", "Trainer", "TrainingArguments", "TrainingStopped", "train"]
