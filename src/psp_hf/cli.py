@@ -107,14 +107,16 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import load
-    from .io import NpyRowWriter, _decode, atomic_path, check_input, check_output, iter_raw_lines
+    from .io import NpyRowWriter, atomic_path, check_input, check_output, decode_line, iter_raw_lines
     from .pooling import prepare_bulk
 
     _check_batch_size(args.batch_size)
     check_input(args.input)
     check_output(args.output)
     model = load(args.model)
-    lines = ((number, lambda n=number, r=raw: _decode(args.input, n, r)) for number, raw in iter_raw_lines(args.input))
+    lines = (
+        (number, lambda n=number, r=raw: decode_line(args.input, n, r)) for number, raw in iter_raw_lines(args.input)
+    )
     skipped = _Skipped()
     progress = _progress(args, "line")
     with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
@@ -141,10 +143,10 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _pair_parser(path: str, columns: tuple[int, int] | None):
-    from .io import _decode
+    from .io import decode_line
 
     def parse(number: int, raw: bytes) -> tuple[str, str]:
-        fields = _decode(path, number, raw).split("\t")
+        fields = decode_line(path, number, raw).split("\t")
         if columns is None:
             if len(fields) != 2:
                 raise PSPInputError(f"{path}:{number}: expected 2 tab-separated columns, got {len(fields)}")

@@ -90,7 +90,8 @@ class ReadResult:
         return f"{path}: skipped {len(self.skipped)} bad line(s): {shown}{more}"
 
 
-def _decode(path, number: int, raw: bytes) -> str:
+def decode_line(path, number: int, raw: bytes) -> str:
+    """`raw` as UTF-8; an error names `path:number` and the first bad byte."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -104,7 +105,7 @@ def read_sentences(path: str | os.PathLike, skip_bad_lines: bool = False) -> Rea
     result = ReadResult()
     for number, raw in iter_raw_lines(path):
         try:
-            text = _decode(path, number, raw)
+            text = decode_line(path, number, raw)
         except PSPInputError as error:
             if not skip_bad_lines:
                 raise
@@ -130,7 +131,7 @@ def read_pairs(
         if header and number == 1:
             continue
         try:
-            fields = _decode(path, number, raw).split("\t")
+            fields = decode_line(path, number, raw).split("\t")
             if columns is None:
                 if len(fields) != 2:
                     raise PSPInputError(f"{path}:{number}: expected 2 tab-separated columns, got {len(fields)}")
@@ -165,7 +166,7 @@ def iter_tsv(
     """
     expected = fields
     for number, raw in iter_raw_lines(path):
-        row = _decode(path, number, raw).split("\t")
+        row = decode_line(path, number, raw).split("\t")
         if number == 1 and header is not False:
             if header is not True and row != list(header):
                 raise PSPInputError(f"{path}:1: expected header {'<TAB>'.join(header)}, got {'<TAB>'.join(row)}")

@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..cli_types import positive_int
 from ..errors import PSPInputError
 
 # Measure name -> (flag stem, help text of the measure).
@@ -30,16 +31,6 @@ _BOUNDED = {
     "machine": ("machine", "probability that the translation is machine-made, from the classifier"),
     "score": ("score", "paraphrase score: cosine under --score-model"),
 }
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return number
 
 
 def _columns(value: str) -> list:
@@ -76,14 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--header", choices=["auto", "yes", "no"], default="auto", help="is line 1 a header?")
     group = parser.add_argument_group("translation")
-    group.add_argument("--beam-size", type=_positive, default=4, help="beam size (1 = greedy; default 4)")
-    group.add_argument("--batch-size", type=_positive, default=32, help="sentences per generate() call")
-    group.add_argument("--chunk-size", type=_positive, default=1024, help="sentences per resumable output chunk")
-    group.add_argument("--max-new-tokens", type=_positive, default=256, help="longest translation in tokens")
-    group.add_argument("--max-source-tokens", type=_positive, default=512, help="longer sources are truncated")
+    group.add_argument("--beam-size", type=positive_int, default=4, help="beam size (1 = greedy; default 4)")
+    group.add_argument("--batch-size", type=positive_int, default=32, help="sentences per generate() call")
+    group.add_argument("--chunk-size", type=positive_int, default=1024, help="sentences per resumable output chunk")
+    group.add_argument("--max-new-tokens", type=positive_int, default=256, help="longest translation in tokens")
+    group.add_argument("--max-source-tokens", type=positive_int, default=512, help="longer sources are truncated")
     group.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     group.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None, help="model weights")
-    group.add_argument("--threads", type=_positive, default=None, help="torch CPU threads")
+    group.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     group.add_argument(
         "--target-token",
         default=None,
@@ -93,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer-src-lang", default=None, help="the tokenizer's source language code (e.g. ces_Latn for NLLB)"
     )
     group = parser.add_argument_group("filters (bounds are inclusive; none is set by default)")
-    group.add_argument("--overlap-order", type=_positive, default=3, help="n of the n-gram overlap (default 3)")
+    group.add_argument("--overlap-order", type=positive_int, default=3, help="n of the n-gram overlap (default 3)")
     group.add_argument("--lm", default=None, help="causal language model (folder or Hub id) for the lm measure")
     group.add_argument("--classifier", action="store_true", help="compute the reference-vs-translation classifier")
     group.add_argument("--score-model", default=None, help="psp model (folder or Hub id) for the paraphrase score")

@@ -17,6 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..cli_types import positive_int
 from ..errors import PSPInputError
 
 
@@ -48,16 +49,6 @@ def _languages(value: str) -> list[str]:
     return codes
 
 
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return number
-
-
 def _add_io(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TSV files (.tsv, .tsv.gz, .txt)")
     parser.add_argument("--out", help="write the dataset folder here (atomically)")
@@ -83,7 +74,7 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
         help="skip (and count) lines that are not UTF-8, have the wrong column count or a bad score, "
         "instead of stopping with file:line",
     )
-    group.add_argument("--limit", type=_positive, default=None, help="read at most this many pairs")
+    group.add_argument("--limit", type=positive_int, default=None, help="read at most this many pairs")
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -93,18 +84,18 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep the input order")
     group.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")
     group.add_argument(
-        "--num-shards", type=_positive, default=None, help="parquet shards (default: about one per million pairs)"
+        "--num-shards", type=positive_int, default=None, help="parquet shards (default: about one per million pairs)"
     )
     group.add_argument(
         "--vocab-size",
-        type=_positive,
+        type=positive_int,
         default=50000,
         help="sentencepiece vocabulary trained on the output (default 50000)",
     )
     group.add_argument(
         "--no-tokenizer", dest="train_tokenizer", action="store_false", help="do not train the sentencepiece vocabulary"
     )
-    group.add_argument("--batch-size", type=_positive, default=8192, help="pairs per filtering batch")
+    group.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per filtering batch")
     group.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
 
 
@@ -218,10 +209,10 @@ def _add_distillation(sub) -> None:
     label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
     label.add_argument(
-        "--threads", type=_positive, default=1, help="torch CPU threads (default 1: the machine is shared)"
+        "--threads", type=positive_int, default=1, help="torch CPU threads (default 1: the machine is shared)"
     )
-    label.add_argument("--chunk-size", type=_positive, default=8192, help="sentences per cache chunk")
-    label.add_argument("--batch-size", type=_positive, default=64, help="sentences per teacher batch")
+    label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
+    label.add_argument("--batch-size", type=positive_int, default=64, help="sentences per teacher batch")
     label.add_argument("--device", default="cpu")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
 
@@ -240,7 +231,7 @@ def _add_distillation(sub) -> None:
         default=0.5,
         help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
-    mine.add_argument("--nprobe", type=_positive, default=2, help="clusters searched per sentence in large pools")
+    mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large pools")
 
 
 def _command(args: argparse.Namespace) -> str:

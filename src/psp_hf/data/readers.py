@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io import TruncatedInputError, _decode, iter_raw_lines
+from ..io import TruncatedInputError, decode_line, iter_raw_lines
 
 Column = int | str  # 0-based index, or a header name
 
@@ -163,7 +163,7 @@ class PairReader:
         for number, raw in self._lines:
             try:
                 # A UTF-8 byte-order mark would otherwise hide a header's first column name.
-                return number, _decode(self.path, number, raw).removeprefix("\ufeff")
+                return number, decode_line(self.path, number, raw).removeprefix("\ufeff")
             except PSPInputError as error:
                 self._bad(str(error))
         return None
@@ -227,7 +227,7 @@ class PairReader:
             self._pending = None
         for number, raw in self._lines:
             try:
-                yield number, _decode(self.path, number, raw)
+                yield number, decode_line(self.path, number, raw)
             except PSPInputError as error:
                 self._bad(str(error))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io import iter_raw_lines
+from ..io import decode_line, iter_raw_lines
 
 # Column pairs recognised without --columns, in order of preference.
 KNOWN_COLUMN_PAIRS = [
@@ -81,15 +81,6 @@ MAX_REPORTED_BAD_LINES = 10
 BAD_LINE = "_bad_line"  # column of a local TSV row that was malformed: its error message (else None)
 
 
-def _decode(path: Path, number: int, raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PSPInputError(
-            f"{path}:{number}: not valid UTF-8 (byte {error.start}: {raw[error.start : error.start + 1]!r})"
-        ) from None
-
-
 def _tsv_header(path: Path) -> list[str]:
     try:
         first = next(iter_raw_lines(path), None)
@@ -97,7 +88,7 @@ def _tsv_header(path: Path) -> list[str]:
         raise PSPInputError(f"{path}: cannot read: {error}") from None
     if first is None or not first[1].strip():
         raise PSPInputError(f"{path}:1: empty file or missing header line (TSV files need a header)")
-    return _decode(path, 1, first[1]).split("\t")
+    return decode_line(path, 1, first[1]).split("\t")
 
 
 def tsv_rows(files: list[str], header: tuple[str, ...], skip_bad_lines: bool) -> Iterator[dict[str, str | None]]:
@@ -129,7 +120,7 @@ def tsv_rows(files: list[str], header: tuple[str, ...], skip_bad_lines: bool) ->
             if number == 1:
                 continue
             try:
-                fields = _decode(path, number, raw).split("\t")
+                fields = decode_line(path, number, raw).split("\t")
                 if len(fields) != width:
                     raise PSPInputError(
                         f"{path}:{number}: expected {width} tab-separated fields (as in the header), got {len(fields)}"
