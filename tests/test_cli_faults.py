@@ -152,7 +152,7 @@ def test_bad_outputs_and_batch_size_fail_before_loading(model_dir, tmp_path, cap
     blocker = tmp_path / "file.txt"
     blocker.write_text("x", encoding="utf-8")
     assert main(["embed", str(source), "-m", missing_model, "-o", str(blocker / "out.npy")]) == 2
-    _one_error_line(capsys.readouterr().err, "file.txt is not a directory")
+    _one_error_line(capsys.readouterr().err, "file.txt is not a folder")
     for command in (["embed", str(source), "-o", str(tmp_path / "o.npy")], ["score", str(source)]):
         assert main([*command, "-m", missing_model, "--batch-size", "0"]) == 2
         _one_error_line(capsys.readouterr().err, "--batch-size must be at least 1, got 0")

@@ -141,7 +141,7 @@ def test_pool_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, m
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
     assert psp(["prepare", "pool", "--out", str(locked / "pool"), "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"psp: error: --out {locked / 'pool'}: cannot write in {locked} (permission denied)\n"
+    assert err == f"psp: error: --out {locked / 'pool'}: cannot write in {locked} (permission denied or read-only)\n"
     assert list(locked.iterdir()) == []
 
 

@@ -104,10 +104,10 @@ def test_output_checks_before_the_work(tmp_path, monkeypatch):
         check_output(tmp_path)
     blocker = tmp_path / "file.txt"
     blocker.write_text("x", encoding="utf-8")
-    with pytest.raises(PSPInputError, match="file.txt is not a directory"):
+    with pytest.raises(PSPInputError, match="file.txt is not a folder"):
         check_output(blocker / "sub" / "out.npy")
     monkeypatch.setattr(os, "access", lambda path, mode: False)
-    with pytest.raises(PSPInputError, match="permission denied in"):
+    with pytest.raises(PSPInputError, match="cannot write in"):
         check_output(tmp_path / "new" / "out.npy")
 
 

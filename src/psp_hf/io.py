@@ -261,18 +261,27 @@ def output_error(path: str | os.PathLike, error: OSError) -> PSPInputError:
     return PSPInputError(f"{path}: cannot write it: {reason} (nothing was replaced)")
 
 
+def check_writable_parent(path: str | os.PathLike, label: str | None = None) -> None:
+    """Before the work starts: the nearest existing folder above `path` is writable (the rest gets created).
+
+    Errors start with `label` (e.g. "--out PATH"; default: the path).
+    """
+    label = label or str(path)
+    parent = Path(os.path.abspath(path)).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PSPInputError(f"{label}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PSPInputError(f"{label}: cannot write in {parent} (permission denied or read-only)")
+
+
 def check_output(path: str | os.PathLike) -> None:
     """Before the work starts: refuse an output path that is a directory or whose folder is not writable."""
     path = Path(path)
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent  # atomic_path creates missing folders; the nearest existing one must be writable
-    if not parent.is_dir():
-        raise PSPInputError(f"{path}: cannot write it: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PSPInputError(f"{path}: cannot write it: permission denied in {parent}")
+    check_writable_parent(path)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..io import check_writable_parent
 
 
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -49,18 +50,7 @@ def check_output_folder(
             resolved = path.resolve()
             if resolved == target or target in resolved.parents:
                 raise PSPInputError(f"{flag} {out}: holds {path}, which replacing the folder would delete")
-    check_writable_parent(out, flag)
-
-
-def check_writable_parent(path: Path, flag: str) -> None:
-    """The nearest existing ancestor of `path` is a writable folder (the rest is created)."""
-    parent = Path(os.path.abspath(path)).parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise PSPInputError(f"{flag} {path}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PSPInputError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+    check_writable_parent(out, f"{flag} {out}")
 
 
 def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
@@ -70,7 +60,7 @@ def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise PSPInputError(f"{flag} {path}: is a folder; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise PSPInputError(f"{flag} {path}: not writable (permission denied)")
-    check_writable_parent(path, flag)
+    check_writable_parent(path, f"{flag} {path}")
     return path
 
 

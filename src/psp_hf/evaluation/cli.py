@@ -175,10 +175,10 @@ def run(args: argparse.Namespace) -> int:
 
 def check_output(output: str | None) -> None:
     """Refuse, before any model is loaded, an --output that could not be written at the end."""
-    import os
     from pathlib import Path
 
     from ..errors import PSPInputError
+    from ..io import check_writable_parent
 
     if output is None:
         return
@@ -190,13 +190,7 @@ def check_output(output: str | None) -> None:
     if path.exists() and not path.is_file():
         raise PSPInputError(f"--output {output}: exists and is not a regular file")
     # The report's folder is created at the end if missing: its nearest existing ancestor must be a writable folder.
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise PSPInputError(f"--output {output}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PSPInputError(f"--output {output}: cannot write in {parent} (permission denied or read-only)")
+    check_writable_parent(path, f"--output {output}")
 
 
 def save_elsewhere(report: dict) -> str:
