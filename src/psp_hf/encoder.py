@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .batches import check_num_threads, run_batches
 from .errors import PSPInputError
 from .model_folder import (
     PSPSettings,
@@ -328,10 +329,13 @@ class PSPEncoder:
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         out: np.ndarray | None = None,
+        num_threads: int = 1,
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences: float32 `(n, dim)` (or `(dim,)` for a single string).
 
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim)` to write into.
+        `num_threads` > 1 tokenizes and pools separate batches on that many threads (the tokenizer and the
+        pooling release the GIL); each batch writes its own rows, so the result is the same for any count.
         """
         single = isinstance(sentences, str)
         if single:
@@ -346,22 +350,20 @@ class PSPEncoder:
             out = np.empty((n, self.dim), dtype=np.float32)
         elif out.shape != (n, self.dim) or out.dtype != np.float32:
             raise ValueError(f"out must be float32 of shape {(n, self.dim)}, got {out.dtype} {out.shape}")
+        check_num_threads(num_threads)
         prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
-        starts = range(0, n, batch_size)
-        if show_progress_bar:
-            from tqdm.auto import tqdm
 
-            starts = tqdm(starts, desc="Encoding", unit="batch", total=len(starts), file=sys.stderr)
-        for start in starts:
-            batch = sentences[start : start + batch_size]
-            rows = out[start : start + len(batch)]
-            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
+        def encode_batch(start: int, stop: int) -> None:
+            rows = out[start:stop]
+            self.embed_ids(*self.tokenize_numpy(sentences[start:stop]), out=rows)
             if normalize_embeddings:
                 from .similarity import unit_rows
 
                 rows[:] = unit_rows(rows)
+
+        run_batches(encode_batch, n, batch_size, num_threads, show_progress_bar)
         result = out[0] if single else out
         if convert_to_tensor or not convert_to_numpy:
             import torch
