@@ -19,6 +19,8 @@ DELEGATED = {
     "prepare": ("psp_hf.data.cli", "prepare paraphrase or bitext training data as a datasets folder"),
     "push": ("psp_hf.hub.cli", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
+    "embed-dataset": ("psp_hf.corpus.embed_dataset", "embed a dataset into resumable shards (threads, processes)"),
+    "mine": ("psp_hf.corpus.mine_cli", "mine bitext or near-duplicates between embedded sets (Faiss, margin)"),
 }
 
 
