@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         num_threads=threads,
         normalize=args.normalize,
-        model_name=str(args.model),
+        model_name=str(Path(args.model).resolve()) if Path(args.model).is_dir() else args.model,
         rank=rank,
         world_size=world,
         show_progress=not args.quiet and sys.stderr.isatty(),

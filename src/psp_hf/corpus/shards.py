@@ -49,13 +49,15 @@ def check_manifest(folder: Path, settings: dict) -> None:
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
         changed = [key for key in SHARD_SETTINGS if old.get(key) != settings.get(key)]
-        if changed:
+        # With no shard written yet (say the first run named a wrong column) the new settings simply apply.
+        if changed and any(folder.glob("shard-*")):
             details = "; ".join(f"{key}: {old.get(key)!r} there, {settings.get(key)!r} now" for key in changed)
             raise PSPInputError(
                 f"{folder}: holds shards made with other settings ({details}); use another --output-dir or the "
                 "same settings to resume"
             )
-        return
+        if not changed:
+            return
     write_json(path, {key: settings.get(key) for key in SHARD_SETTINGS})
 
 
