@@ -145,3 +145,15 @@ def test_missing_column_and_bad_input_are_one_line_errors(model_dir, tmp_path, c
     assert main(["embed-dataset", str(source), "-m", str(model_dir), "-o", str(out), "--column", "text", "-q"]) == 0
     assert json.loads((out / "manifest.json").read_text())["column"] == "text"
     assert load_embeddings(out)[1].shape == (1, 8)
+
+
+def test_word_cache_reset_keeps_words_seen_before_the_reset(encoder):
+    from psp_hf.piece_cache import WordPieceCache
+
+    cache = WordPieceCache(encoder._backend, max_words=6)
+    batches = [["a man is here"], ["a dog runs in a field"], ["two men play a guitar", "a woman slices onions"]]
+    for batch in batches:  # the third batch overflows the cache: "a" was cached before the reset
+        flat, lengths = cache.encode(batch)
+        expected = [encoder._backend.encode(s.lower(), add_special_tokens=False).ids for s in batch]
+        assert flat.tolist() == [i for ids in expected for i in ids] and lengths.tolist() == list(map(len, expected))
+    assert len(cache) == 8
