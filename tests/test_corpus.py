@@ -20,7 +20,7 @@ from psp_hf.errors import PSPInputError
 from psp_hf.tokenizer import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
-WORDS = "man woman dog guitar onion field plays slices runs a the in is two".split()
+WORDS = ["man", "woman", "dog", "guitar", "onion", "field", "plays", "slices", "runs", "a", "the", "in", "is", "two"]
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
