@@ -109,3 +109,33 @@ def test_psp_mine_writes_pairs_with_header(tmp_path, capsys):
     assert main(["mine", str(tmp_path / "de.npy"), "--target", str(tmp_path / "other.npy"), "-o", str(out)]) == 2
     assert "8-d embeddings" in capsys.readouterr().err
     assert len(out.read_text().splitlines()) == 41  # the failed run left the earlier output alone
+
+
+class _SeededEncoder:
+    """A deterministic vector per sentence (from its hash), so Tatoeba errors can be recomputed here."""
+
+    def encode(self, sentences, batch_size=32, show_progress_bar=False):
+        import zlib
+
+        rows = [np.random.default_rng(zlib.crc32(s.encode())).normal(size=8) for s in sentences]
+        return np.array(rows, dtype=np.float32).reshape(len(sentences), 8)
+
+
+def test_tatoeba_reports_margin_beside_cosine():
+    from psp_hf.data_folder import data_dir
+    from psp_hf.evaluation import data as eval_data
+    from psp_hf.evaluation.tasks import evaluate_model
+
+    folder = data_dir()
+    if not (folder / "tatoeba" / "v1").is_dir():
+        pytest.skip(f"Tatoeba data not present in {folder} (set PSP_DATA)")
+    encoder = _SeededEncoder()
+    results = evaluate_model(encoder, ["tatoeba"], folder, tatoeba_languages=["de"], tatoeba_margin_k=4)["results"]
+    bitext = eval_data.read_tatoeba(folder, "de")
+    xx_to_en, en_to_xx = margin_retrieval_errors(encoder.encode(bitext.other), encoder.encode(bitext.english), 4)
+    scores = results["tatoeba"]["de"]
+    assert scores["error_rate_margin"] == pytest.approx(50 * (xx_to_en + en_to_xx))
+    assert scores["error_rate"] > 90 and scores["margin_k"] == 4
+    assert results["tatoeba"]["error_rate_margin_mean"] == scores["error_rate_margin"]
+    plain = evaluate_model(encoder, ["tatoeba"], folder, tatoeba_languages=["de"])["results"]["tatoeba"]["de"]
+    assert "error_rate_margin" not in plain and plain["error_rate"] == scores["error_rate"]
