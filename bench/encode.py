@@ -136,6 +136,13 @@ def main() -> None:
         if r["engine"].startswith("psp-hf"):
             ratio = f"{r['sentences_per_s'] / by_key[(r['threads'], 'model2vec')]['sentences_per_s']:.2f}x"
         print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {ratio} |")
+    print("\n| engine | threads | speed-up over 1 thread |\n|---|---|---|")
+    for r in results:
+        one = by_key.get((1, r["engine"]))
+        if r["threads"] > 1 and one is not None:
+            print(f"| {r['engine']} | {r['threads']} | {r['sentences_per_s'] / one['sentences_per_s']:.2f}x |")
+    with open("/proc/loadavg") as handle:
+        print(f"\nload average (1, 5, 15 min) after the runs: {' '.join(handle.read().split()[:3])}")
 
 
 if __name__ == "__main__":

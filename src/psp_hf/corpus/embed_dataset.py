@@ -141,12 +141,11 @@ def embed_dataset(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `psp embed-dataset`."""
-    parser.description = __doc__.split("\n\n")[0]
     parser.epilog = (
         "Output: OUT/shard-NNNNN.npy (float32 rows) + shard-NNNNN.rows.npy (0-based input row of each embedding), "
         "or shard-NNNNN.parquet (columns row, embedding); OUT/index.json lists the input files and their first "
         "row. Rerun the same command after a kill: finished shards are kept and skipped. Under torchrun or "
-        "accelerate launch each process takes the shards k with k %% WORLD_SIZE == RANK."
+        "accelerate launch each process takes the shards k with k % WORLD_SIZE == RANK."
     )
     parser.add_argument(
         "input",

@@ -16,7 +16,6 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `psp mine`."""
-    parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("source", help="embeddings: .npy file or psp embed-dataset output folder")
     parser.add_argument("--target", default=None, help="the other side (default: mine within SOURCE)")
     parser.add_argument("-o", "--output", required=True, help="pairs as .parquet or .tsv (header), written atomically")
