@@ -63,6 +63,8 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     for block in _unit_chunks(queries):
         sims[at : at + len(block)], ids[at : at + len(block)] = index.search(block, k)
         at += len(block)
+    # An approximate index may find fewer than k; those slots count as cosine 0 in neighbour means.
+    sims[ids < 0] = 0.0
     return sims, ids
 
 
@@ -75,15 +77,33 @@ def _drop_self(sims: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, n
     return sims[keep].reshape(len(ids), -1)[:, :k], ids[keep].reshape(len(ids), -1)[:, :k]
 
 
-def neighbours(source, target, k: int, index_kind: str = "auto", nprobe: int = 32):
-    """k nearest neighbours source -> target and target -> source (`target` None: within `source`, self excluded)."""
+def neighbours(source, target, k: int, index_kind: str = "auto", nprobe: int = 32, need: str = "both"):
+    """k nearest neighbours source -> target and target -> source (`target` None: within `source`, self excluded).
+
+    `need="forward"`: the target -> source search covers only the targets found as source neighbours (the other
+    rows of its result stay empty); `need="backward"` likewise the other way. Margins need no more than that.
+    """
     if target is None:
         index = build_index(source, index_kind, nprobe=nprobe)
         forward = _drop_self(*search(index, source, k + 1), k)
         return forward, forward
-    forward = search(build_index(target, index_kind, nprobe=nprobe), source, k)
-    backward = search(build_index(source, index_kind, nprobe=nprobe), target, k)
+    target_index = build_index(target, index_kind, nprobe=nprobe)
+    forward = search(target_index, source, k) if need != "backward" else None
+    source_index = build_index(source, index_kind, nprobe=nprobe)
+    if need == "forward":
+        return forward, _search_rows(source_index, target, np.unique(forward[1][forward[1] >= 0]), k)
+    backward = search(source_index, target, k)
+    if need == "backward":
+        return _search_rows(target_index, source, np.unique(backward[1][backward[1] >= 0]), k), backward
     return forward, backward
+
+
+def _search_rows(index, queries, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`search` for the query rows `rows` only; the other rows get cosine 0 and id -1."""
+    k = min(k, index.ntotal)
+    sims, ids = np.zeros((len(queries), k), dtype=np.float32), np.full((len(queries), k), -1, dtype=np.int64)
+    sims[rows], ids[rows] = search(index, np.asarray(queries[rows]), k)
+    return sims, ids
 
 
 def mine_margin(source, target=None, k: int = 4, retrieval: str = "max", index_kind: str = "auto", nprobe: int = 32):
@@ -94,16 +114,17 @@ def mine_margin(source, target=None, k: int = 4, retrieval: str = "max", index_k
     """
     if retrieval not in ("forward", "backward", "max", "intersect"):
         raise ValueError(f"retrieval must be forward, backward, max or intersect, got {retrieval!r}")
-    (f_sims, f_ids), (b_sims, b_ids) = neighbours(source, target, k, index_kind, nprobe)
+    need = retrieval if retrieval in ("forward", "backward") else "both"
+    (f_sims, f_ids), (b_sims, b_ids) = neighbours(source, target, k, index_kind, nprobe, need)
     mean_x, mean_y = f_sims.mean(axis=1), b_sims.mean(axis=1)
     pairs = []
     if retrieval != "backward":
-        margins = ratio_margin(f_sims, mean_x[:, None], mean_y[f_ids])
+        margins = np.where(f_ids >= 0, ratio_margin(f_sims, mean_x[:, None], mean_y[f_ids]), -np.inf)
         best = margins.argmax(axis=1)
         rows = np.arange(len(f_ids))
         pairs.append((rows, f_ids[rows, best], f_sims[rows, best], margins[rows, best]))
     if retrieval != "forward":
-        margins = ratio_margin(b_sims, mean_y[:, None], mean_x[b_ids])
+        margins = np.where(b_ids >= 0, ratio_margin(b_sims, mean_y[:, None], mean_x[b_ids]), -np.inf)
         best = margins.argmax(axis=1)
         rows = np.arange(len(b_ids))
         pairs.append((b_ids[rows, best], rows, b_sims[rows, best], margins[rows, best]))
