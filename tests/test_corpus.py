@@ -157,3 +157,20 @@ def test_word_cache_reset_keeps_words_seen_before_the_reset(encoder):
         expected = [encoder._backend.encode(s.lower(), add_special_tokens=False).ids for s in batch]
         assert flat.tolist() == [i for ids in expected for i in ids] and lengths.tolist() == list(map(len, expected))
     assert len(cache) == 8
+
+
+def test_inputs_are_classified_by_name(tmp_path):
+    from psp_hf.corpus.sources import Part, list_parts
+
+    (tmp_path / "a.tsv.gz").write_bytes(b"")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.parquet").write_bytes(b"")
+    (tmp_path / "notes.md").write_text("not data")
+    assert list_parts(str(tmp_path)) == [
+        Part(str(tmp_path / "a.tsv.gz"), "tsv"),
+        Part(str(tmp_path / "sub/b.parquet"), "parquet"),
+    ]
+    assert list_parts("user/sentences") == [Part("user/sentences", "hub")]
+    for missing in ("./nope.txt", str(tmp_path / "nope"), "a/b/c"):
+        with pytest.raises(PSPInputError, match="no such file or folder"):
+            list_parts(missing)
