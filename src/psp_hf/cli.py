@@ -1,4 +1,4 @@
-"""The `psp` command line: embed, score, info, and the train/eval/prepare/push/convert-original subcommands."""
+"""The `psp` command line: embed, score, info, and the delegated subcommands (train, eval, prepare, mine, ...)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ DELEGATED = {
     "convert-original": ("psp_hf.hub.convert_original", "convert a checkpoint of the authors' P-SP code"),
     "backtranslate": ("psp_hf.backtranslation.cli", "paraphrase pairs from bitext by back-translation, filtered"),
     "export": ("psp_hf.export_cli", "write a smaller (float16/int8, PCA) psp folder or a model2vec folder"),
+    "embed-dataset": ("psp_hf.corpus.embed_dataset", "embed a dataset into resumable shards (threads, processes)"),
+    "mine": ("psp_hf.corpus.mine_cli", "mine bitext or near-duplicates between embedded sets (Faiss, margin)"),
 }
 
 
@@ -51,6 +53,13 @@ def _parse_columns(value: str) -> tuple[int, int]:
     if first < 1 or second < 1:
         raise argparse.ArgumentTypeError(f"--columns numbers start at 1; got {value!r}")
     return first - 1, second - 1
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _check_batch_size(value: int) -> None:
@@ -111,6 +120,8 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     from .pooling import prepare_bulk
 
     _check_batch_size(args.batch_size)
+    if args.threads < 1:
+        raise PSPInputError(f"--threads must be at least 1, got {args.threads}")
     check_input(args.input)
     check_output(args.output)
     model = load(args.model)
@@ -121,10 +132,13 @@ def _cmd_embed(args: argparse.Namespace) -> int:
     progress = _progress(args, "line")
     with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
         # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN.
-        for batch in _batches(lines, args.batch_size, args.skip_bad_lines, skipped):
+        # Several batches a read, so that --threads threads each have batches to encode.
+        for batch in _batches(lines, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped):
             prepare_bulk(writer.rows + len(batch))
             good = [text for text in batch if text is not None]
-            embeddings = model.encode(good, batch_size=max(len(good), 1), normalize_embeddings=args.normalize)
+            embeddings = model.encode(
+                good, batch_size=args.batch_size, normalize_embeddings=args.normalize, num_threads=args.threads
+            )
             if len(good) < len(batch):
                 block = np.full((len(batch), model.dim), np.nan, dtype=np.float32)
                 block[[text is not None for text in batch]] = embeddings
@@ -240,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_argument(embed)
     embed.add_argument("-o", "--output", required=True, help="output .npy file (written atomically)")
     embed.add_argument("--batch-size", type=int, default=1024)
+    embed.add_argument(
+        "--threads", type=int, default=_cores(), help=f"encode threads (default: the cores available, {_cores()})"
+    )
     embed.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
     embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     _add_bad_lines_argument(embed)

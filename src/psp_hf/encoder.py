@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .batches import check_num_threads, run_batches
 from .encoder_helpers import (
     FEW_SENTENCES,
     check_sentences,
@@ -358,6 +359,7 @@ class PSPEncoder:
         precision: str = "float32",
         truncate_dim: int | None = None,
         device: str | torch.device | None = None,
+        num_threads: int = 1,
         **ignored: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed sentences: float32 `(n, dim)` (or `(dim,)` for a single string).
@@ -368,6 +370,8 @@ class PSPEncoder:
         embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
         runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
+        `num_threads` > 1 tokenizes and pools separate batches on that many threads (the tokenizer and the
+        pooling release the GIL); each batch writes its own rows, so the result is the same for any count.
         """
         from .quantization import check_precision, check_truncate_dim
 
@@ -390,18 +394,15 @@ class PSPEncoder:
             out = np.empty((n, width), dtype=np.float32)
         elif out.shape != (n, width) or out.dtype != np.float32:
             raise ValueError(f"out must be float32 of shape {(n, width)}, got {out.dtype} {out.shape}")
+        check_num_threads(num_threads)
         prepare_bulk(n)
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
-        starts = range(0, n, batch_size)
-        if show_progress_bar:
-            from tqdm.auto import tqdm
 
-            starts = tqdm(starts, desc="Encoding", unit="batch", total=len(starts), file=sys.stderr)
-        for start in starts:
-            batch = sentences[start : start + batch_size]
-            rows = out[start : start + len(batch)]
-            self._embed_batch(batch, rows, truncate_dim, normalize_embeddings)
+        def encode_batch(start: int, stop: int) -> None:
+            self._embed_batch(sentences[start:stop], out[start:stop], truncate_dim, normalize_embeddings)
+
+        run_batches(encode_batch, n, batch_size, num_threads, show_progress_bar)
         result = out
         if precision != "float32" and n:
             from .quantization import quantize_embeddings

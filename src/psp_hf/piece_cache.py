@@ -35,11 +35,8 @@ class WordPieceCache:
     def __len__(self) -> int:
         return len(self._index)
 
-    def _add(self, words: list[str]) -> bool:
-        """Tokenize and store new words; returns True if the cache had to be emptied first."""
-        reset = len(self._index) + len(words) > self._max_words
-        if reset:
-            self._reset()  # bounded memory: start over rather than grow without limit
+    def _add(self, words: list[str]) -> None:
+        """Tokenize and store new words."""
         encodings = self._backend.encode_batch_fast(words, add_special_tokens=False)
         ids = [encoding.ids for encoding in encodings]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
@@ -60,7 +57,6 @@ class WordPieceCache:
         self._lengths[first:needed_words] = lengths
         self._n_pieces = needed_pieces
         self._index.update(zip(words, range(first, needed_words), strict=True))
-        return reset
 
     def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Piece ids of printable-ASCII sentences: `(flat_ids, lengths)` (pieces per sentence)."""
@@ -72,11 +68,16 @@ class WordPieceCache:
             word_ids = np.fromiter(map(index.get, words, itertools.repeat(-1)), dtype=np.int64, count=len(words))
             missing = np.flatnonzero(word_ids < 0)
             if len(missing):
-                reset = self._add(list(dict.fromkeys(words[i] for i in missing)))
-                index = self._index
-                if reset:  # ids found before the reset are stale: look every word up again
+                new_words = list(dict.fromkeys(words[i] for i in missing))
+                if len(index) + len(new_words) > self._max_words:
+                    # Bounded memory: start over rather than grow without limit. The fresh cache must then hold
+                    # every word of this batch, not only the ones that were missing.
+                    self._reset()
+                    self._add(list(dict.fromkeys(words)))
+                    index = self._index
                     word_ids = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
                 else:
+                    self._add(new_words)
                     word_ids[missing] = [index[words[i]] for i in missing]
             starts = self._starts[word_ids]
             lengths = self._lengths[word_ids]

@@ -81,6 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: {' '.join(TATOEBA_DEFAULT_LANGUAGES)})",
     )
     parser.add_argument(
+        "--tatoeba-margin-k",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also report Tatoeba error rates of ratio-margin retrieval (Artetxe & Schwenk 2019) over K nearest "
+        "neighbours, beside plain cosine (default: 0 = cosine only; LASER uses 4)",
+    )
+    parser.add_argument(
         "--sts17-pairs",
         nargs="+",
         default=list(STS17_DEFAULT_PAIRS),
@@ -111,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError("give at least one --model ID_OR_PATH or --encoder MODULE:NAME")
     tasks = resolve_tasks(args.tasks)
     data_dir = existing_data_dir(args.data)
+    if args.tatoeba_margin_k < 0:
+        raise PSPInputError(f"--tatoeba-margin-k must be 0 (off) or more, got {args.tatoeba_margin_k}")
     if args.batch_size is not None and args.batch_size < 1:
         raise PSPInputError(f"--batch-size must be at least 1, got {args.batch_size}")
     check_output(args.output)
@@ -136,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 sts17_pairs=args.sts17_pairs,
                 senteval_kfold=args.senteval_kfold,
                 seed=args.seed,
+                tatoeba_margin_k=args.tatoeba_margin_k,
                 show_progress=progress,
                 log=log,
             )
@@ -149,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "device": args.device,
         "similarity": "cosine",
+        "tatoeba_margin_k": args.tatoeba_margin_k,
     }
     report = build_report(evaluations, settings)
     modified = report["data"]["modified_files"]

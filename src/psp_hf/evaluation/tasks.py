@@ -18,6 +18,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
+from ..margin import margin_retrieval_errors
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter, wrap_encoder
@@ -84,6 +85,7 @@ class _Run:
     sts17_pairs: Sequence[str] = data_module.STS17_DEFAULT_PAIRS
     senteval_kfold: int = 10
     seed: int = senteval.SENTEVAL_SEED
+    tatoeba_margin_k: int = 0  # > 0: Tatoeba also retrieves by ratio margin over this many neighbours
     files: set[Path] = field(default_factory=set)
     task: str = ""
 
@@ -171,10 +173,8 @@ def _run_tatoeba(run: _Run, task: str) -> dict:
     for bitext in bitexts:
         n = len(bitext)
         # Plain lists reach the metric's Arrow table about twice as fast as numpy rows.
-        scores = metric.compute(
-            source_embeddings=embeddings[at : at + n].tolist(),
-            target_embeddings=embeddings[at + n : at + 2 * n].tolist(),
-        )
+        source, target = embeddings[at : at + n], embeddings[at + n : at + 2 * n]
+        scores = metric.compute(source_embeddings=source.tolist(), target_embeddings=target.tolist())
         at += 2 * n
         out[bitext.language] = {
             "iso639_3": data_module.tatoeba_code(bitext.language),
@@ -183,7 +183,12 @@ def _run_tatoeba(run: _Run, task: str) -> dict:
             "error_rate_en_to_xx": 100 * scores["error_rate_target_to_source"],
             "n": scores["n"],
         }
+        if run.tatoeba_margin_k:
+            xx_to_en, en_to_xx = margin_retrieval_errors(source, target, run.tatoeba_margin_k)
+            out[bitext.language].update(error_rate_margin=50 * (xx_to_en + en_to_xx), margin_k=run.tatoeba_margin_k)
     out["error_rate_mean"] = float(np.mean([out[bitext.language]["error_rate"] for bitext in bitexts]))
+    if run.tatoeba_margin_k:
+        out["error_rate_margin_mean"] = float(np.mean([out[b.language]["error_rate_margin"] for b in bitexts]))
     return out
 
 
@@ -309,6 +314,7 @@ def evaluate_model(
     sts17_pairs: Sequence[str] = data_module.STS17_DEFAULT_PAIRS,
     senteval_kfold: int = 10,
     seed: int = senteval.SENTEVAL_SEED,
+    tatoeba_margin_k: int = 0,
     show_progress: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> dict:
@@ -317,7 +323,8 @@ def evaluate_model(
     `encoder` is an `EncoderAdapter` (see `load_encoder`), any object with `encode(sentences, batch_size=...,
     show_progress_bar=...)`, a function `list[str] -> array`, or SentEval's `(prepare, batcher)` pair (see
     `any_encoder`). Returns `{"model": ..., "results": {task: ...}, "summary": ..., "timings": {task:
-    seconds}, "files": [data files read]}`; every score is x100.
+    seconds}, "files": [data files read]}`; every score is x100. `tatoeba_margin_k` > 0 adds Tatoeba
+    error rates of ratio-margin retrieval over that many neighbours (`error_rate_margin`) beside the plain cosine ones.
     """
     adapter = wrap_encoder(encoder)
     task_names = resolve_tasks(tasks)
@@ -337,6 +344,7 @@ def evaluate_model(
         sts17_pairs=tuple(sts17_pairs),
         senteval_kfold=senteval_kfold,
         seed=seed,
+        tatoeba_margin_k=tatoeba_margin_k,
     )
     results: dict[str, dict] = {}
     timings: dict[str, float] = {}

@@ -1,0 +1,113 @@
+"""`psp mine`: bitext or near-duplicate pairs between two embedded sets (or within one), written as a dataset.
+
+    psp mine de-emb/ --target en-emb/ -o pairs.parquet                 # bitext: ratio margin, k = 4
+    psp mine wiki-emb/ --mode threshold --threshold 0.95 -o dups.tsv   # near-duplicates within one set
+
+Inputs are `.npy` arrays (row i = input row i) or `psp embed-dataset` folders (rows as in their index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `psp mine`."""
+    parser.add_argument("source", help="embeddings: .npy file or psp embed-dataset output folder")
+    parser.add_argument("--target", default=None, help="the other side (default: mine within SOURCE)")
+    parser.add_argument("-o", "--output", required=True, help="pairs as .parquet or .tsv (header), written atomically")
+    parser.add_argument(
+        "--mode",
+        default="margin",
+        choices=["margin", "threshold"],
+        help="margin: bitext by ratio margin (Artetxe & Schwenk 2019); threshold: every pair with "
+        "cosine >= --threshold among the k nearest (near-duplicates) (default: margin)",
+    )
+    parser.add_argument("-k", "--k", type=int, default=None, help="neighbours (default: 4 for margin, 10 threshold)")
+    parser.add_argument("--threshold", type=float, default=0.9, help="cosine threshold of --mode threshold")
+    parser.add_argument("--min-margin", type=float, default=None, help="keep margin pairs scoring at least this")
+    parser.add_argument(
+        "--retrieval",
+        default="max",
+        choices=["forward", "backward", "max", "intersect"],
+        help="margin pairs: best target per source, best source per target, both (max), or only "
+        "mutual best (default: max)",
+    )
+    parser.add_argument(
+        "--index",
+        default="auto",
+        choices=["auto", "exact", "approx"],
+        help="Faiss index: exact IndexFlatIP, approximate IndexIVFFlat, or auto (approximate from "
+        "500000 vectors) (default: auto)",
+    )
+    parser.add_argument("--nprobe", type=int, default=32, help="lists searched by the approximate index (default: 32)")
+    parser.add_argument("--threads", type=int, default=None, help="Faiss threads (default: all cores)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no summary")
+
+
+def write_pairs(path: str | Path, columns: dict) -> None:
+    """Pairs as parquet (by extension) or a TSV file with a header, written atomically."""
+    import numpy as np
+
+    from ..errors import PSPInputError
+    from ..io import atomic_path, check_output
+
+    path = Path(path)
+    check_output(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".tsv"):
+        raise PSPInputError(f"{path}: give a .parquet or .tsv output file")
+    with atomic_path(path) as tmp:
+        if suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table({name: np.asarray(values) for name, values in columns.items()}), tmp)
+        else:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write("\t".join(columns) + "\n")
+                values = list(columns.values())
+                for row in zip(*(v.tolist() for v in values), strict=True):
+                    handle.write("\t".join(f"{x:.6f}" if isinstance(x, float) else str(x) for x in row) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load both sets, search them with Faiss, score the pairs and write them."""
+    from ..errors import PSPInputError
+    from .mine import mine_margin, mine_threshold
+    from .shards import load_embeddings
+
+    k = args.k if args.k is not None else (4 if args.mode == "margin" else 10)
+    if k < 1 or args.nprobe < 1:
+        raise PSPInputError(f"-k and --nprobe must be at least 1, got {k} and {args.nprobe}")
+    start = time.perf_counter()
+    source_rows, source = load_embeddings(args.source)
+    target_rows, target = (source_rows, None) if args.target is None else load_embeddings(args.target)
+    if target is not None and target.shape[1] != source.shape[1]:
+        raise PSPInputError(f"{args.source} has {source.shape[1]}-d embeddings, {args.target} {target.shape[1]}-d")
+    if len(source) < 2 and target is None or len(source) == 0 or target is not None and len(target) == 0:
+        raise PSPInputError("nothing to mine: a set is empty (or one row mined against itself)")
+    if args.threads is not None:
+        from .mine import _faiss
+
+        _faiss().omp_set_num_threads(args.threads)
+    if args.mode == "margin":
+        src, tgt, cos, margin = mine_margin(source, target, k, args.retrieval, args.index, args.nprobe)
+        if args.min_margin is not None:
+            keep = margin >= args.min_margin
+            src, tgt, cos, margin = src[keep], tgt[keep], cos[keep], margin[keep]
+        columns = {"source_row": source_rows[src], "target_row": target_rows[tgt], "cosine": cos, "margin": margin}
+    else:
+        src, tgt, cos = mine_threshold(source, target, args.threshold, k, args.index, args.nprobe)
+        columns = {"source_row": source_rows[src], "target_row": target_rows[tgt], "cosine": cos}
+    write_pairs(args.output, columns)
+    if not args.quiet:
+        print(
+            f"wrote {args.output}: {len(src)} pairs ({args.mode}, k={k}, index {args.index}) from {len(source)} x "
+            f"{len(source) if target is None else len(target)} embeddings in {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,140 @@
+"""The layout of an embedded dataset: a manifest, numbered shards, and reading them back.
+
+    OUT/manifest.json          settings the shards were made with (a rerun must match them)
+    OUT/shard-00000.npy        float32 (rows, dim) embeddings of input rows 0 .. shard_size-1   (format npy)
+    OUT/shard-00000.rows.npy   int64 input row number of each embedding (0-based, over all input files)
+    OUT/shard-00000.parquet    columns `row` and `embedding` in one file                        (format parquet)
+    OUT/index.json             written once the input has been read: total rows, shard count, input files
+
+Each shard file is written atomically, so a shard that exists is complete; a killed run loses at most the
+shards it was writing, and the next run with the same command writes only the missing ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PSPInputError
+
+MANIFEST = "manifest.json"
+INDEX = "index.json"
+# Settings that change what a shard holds: a rerun into the same folder must use the same ones.
+SHARD_SETTINGS = ("input", "column", "data_config", "split", "model", "shard_size", "format", "normalize", "dim")
+
+
+def shard_stem(index: int) -> str:
+    """File name stem of shard `index`."""
+    return f"shard-{index:05d}"
+
+
+def shard_done(folder: Path, index: int, fmt: str) -> bool:
+    """Whether shard `index` was completely written (its last-written file exists)."""
+    return (folder / f"{shard_stem(index)}.{'parquet' if fmt == 'parquet' else 'npy'}").is_file()
+
+
+def write_json(path: Path, content: dict) -> None:
+    """Write `content` as JSON through the one atomic writer."""
+    from ..io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def check_manifest(folder: Path, settings: dict) -> None:
+    """Write the manifest of a new output folder, or check that an existing one was made with `settings`."""
+    path = folder / MANIFEST
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        changed = [key for key in SHARD_SETTINGS if old.get(key) != settings.get(key)]
+        # With no shard written yet (say the first run named a wrong column) the new settings simply apply.
+        if changed and any(folder.glob("shard-*")):
+            details = "; ".join(f"{key}: {old.get(key)!r} there, {settings.get(key)!r} now" for key in changed)
+            raise PSPInputError(
+                f"{folder}: holds shards made with other settings ({details}); use another --output-dir or the "
+                "same settings to resume"
+            )
+        if not changed:
+            return
+    write_json(path, {key: settings.get(key) for key in SHARD_SETTINGS})
+
+
+def write_shard(folder: Path, index: int, fmt: str, rows: np.ndarray, embeddings: np.ndarray) -> None:
+    """Write one shard atomically: for npy the row numbers first, the embeddings (the done marker) last."""
+    from ..io import atomic_path
+
+    stem = folder / shard_stem(index)
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1))
+        table = pa.table(
+            {
+                "row": pa.array(rows, pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(flat, embeddings.shape[1]),
+            }
+        )
+        with atomic_path(stem.with_suffix(".parquet")) as tmp:
+            pq.write_table(table, tmp)
+        return
+    with atomic_path(Path(f"{stem}.rows.npy")) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, rows.astype(np.int64))
+    with atomic_path(Path(f"{stem}.npy")) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(embeddings, dtype=np.float32))
+
+
+def read_index(folder: str | Path) -> dict:
+    """`index.json` and `manifest.json` of a finished output folder; an error says what is missing."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file():
+        raise PSPInputError(f"{folder}: not a psp embed-dataset output folder (no {MANIFEST})")
+    if not (folder / INDEX).is_file():
+        raise PSPInputError(f"{folder}: embedding not finished (no {INDEX}); rerun the same psp embed-dataset command")
+    info = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    info.update(json.loads((folder / INDEX).read_text(encoding="utf-8")))
+    missing = [i for i in range(info["shards"]) if not shard_done(folder, i, info["format"])]
+    if missing:
+        shown = ", ".join(map(str, missing[:10]))
+        raise PSPInputError(
+            f"{folder}: {len(missing)} shard(s) missing ({shown}); rerun the same psp embed-dataset command"
+        )
+    return info
+
+
+def iter_shards(folder: str | Path, mmap: bool = True):
+    """Yield `(rows, embeddings)` of every shard in order (npy shards memory-mapped)."""
+    folder = Path(folder)
+    info = read_index(folder)
+    for index in range(info["shards"]):
+        stem = folder / shard_stem(index)
+        if info["format"] == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(stem.with_suffix(".parquet"))
+            flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
+            yield table.column("row").to_numpy(), flat.reshape(len(table), -1).astype(np.float32, copy=False)
+        else:
+            embeddings = np.load(f"{stem}.npy", mmap_mode="r" if mmap else None)
+            yield np.load(f"{stem}.rows.npy"), embeddings
+
+
+def load_embeddings(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """`(rows, embeddings)` of a `.npy` file (rows 0..n-1) or of an embed-dataset folder (all shards, in order)."""
+    path = Path(path)
+    if path.is_dir():
+        parts = list(iter_shards(path))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return np.concatenate([r for r, _ in parts]), np.concatenate([e for _, e in parts])
+    if not path.is_file():
+        raise PSPInputError(f"{path}: no such file or folder")
+    try:
+        embeddings = np.load(path, mmap_mode="r")
+    except ValueError as error:
+        raise PSPInputError(f"{path}: not a .npy array ({error})") from None
+    if embeddings.ndim != 2:
+        raise PSPInputError(f"{path}: expected a 2-D array of embeddings, got shape {embeddings.shape}")
+    return np.arange(len(embeddings), dtype=np.int64), embeddings
