@@ -67,3 +67,21 @@ def hub_repo_id(hub_server: HubServer) -> str:
 # ======================================================================================================
 # End of the Hub test server block. Other fixtures go below.
 # ======================================================================================================
+
+
+@pytest.fixture
+def train_here(capsys):
+    """`psp train ARGS` in this process (no interpreter start-up); returns (exit code, stderr)."""
+    import torch
+
+    from psp_hf.cli import main
+
+    threads = torch.get_num_threads()
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["train", *args])
+        return code, capsys.readouterr().err
+
+    yield run
+    torch.set_num_threads(threads)  # --threads changes the whole process

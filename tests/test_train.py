@@ -58,22 +58,6 @@ def run_train(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture
-def train_here(capsys):
-    """`psp train ARGS` in this process (no interpreter start-up); returns (exit code, stderr)."""
-    from psp_hf.cli import main
-
-    threads = torch.get_num_threads()
-
-    def run(*args: str) -> tuple[int, str]:
-        capsys.readouterr()
-        code = main(["train", *args])
-        return code, capsys.readouterr().err
-
-    yield run
-    torch.set_num_threads(threads)  # --threads changes the whole process
-
-
 def metrics(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "training" / "metrics.jsonl").read_text().splitlines()]
 

@@ -62,22 +62,6 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture
-def train_here(capsys):
-    """`psp train ARGS` in this process; returns (exit code, stderr)."""
-    from psp_hf.cli import main
-
-    threads = torch.get_num_threads()
-
-    def run(*args: str) -> tuple[int, str]:
-        capsys.readouterr()
-        code = main(["train", *args])
-        return code, capsys.readouterr().err
-
-    yield run
-    torch.set_num_threads(threads)
-
-
 def small_run(pairs: Path, tokenizer: Path, *extra: str) -> list[str]:
     return [
         "--data",
