@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.report import _size_category
+from ..data.report import size_category
 
 # The files are TSV without quoting: `datasets`' csv builder reads them with these settings.
 _TSV = {"sep": "\t", "quoting": 3}
@@ -19,7 +19,7 @@ def card_text(report: dict, src_lang: str, where: str) -> str:
     metadata = DatasetCardData(
         language=sorted({src_lang, "en"}),
         task_categories=["sentence-similarity"],
-        size_categories=[_size_category(filtering["pairs_out"])],
+        size_categories=[size_category(filtering["pairs_out"])],
         tags=["psp-hf", "paraphrase", "back-translation"],
         configs=[
             {"config_name": "pairs", "default": True, "data_files": [{"split": "train", "path": "pairs.tsv"}], **_TSV},

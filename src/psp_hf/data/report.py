@@ -94,7 +94,8 @@ def write_report(report: dict, folder: Path) -> list[Path]:
     return [folder / "report.json", folder / "report.md", *written]
 
 
-def _size_category(rows: int) -> str:
+def size_category(rows: int) -> str:
+    """The Hub's `size_categories` bucket for a dataset of `rows` rows."""
     for limit, name in [
         (1_000, "n<1K"),
         (10_000, "1K<n<10K"),
@@ -119,7 +120,7 @@ def dataset_card(report: dict) -> str:
     metadata = DatasetCardData(
         language=languages,
         task_categories=["sentence-similarity"],
-        size_categories=[_size_category(report["pairs_out"])],
+        size_categories=[size_category(report["pairs_out"])],
         tags=["psp-hf", "paraphrase" if kind == "paraphrases" else "bitext"],
         configs=[{"config_name": "default", "data_files": [{"split": "train", "path": f"{DATA_DIR}/{SHARD_PATTERN}"}]}],
     )
