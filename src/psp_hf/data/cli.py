@@ -208,11 +208,19 @@ def _add_distillation(sub) -> None:
     label.add_argument("--corpus", required=True, help="pool folder, parquet or txt from `psp prepare pool`")
     label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
+    label.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1: the machine is shared)")
     label.add_argument(
-        "--threads", type=positive_int, default=1, help="torch CPU threads (default 1: the machine is shared)"
+        "--backend",
+        choices=["onnx-int8", "onnx", "torch"],
+        default="onnx-int8",
+        help="how the teacher runs: ONNX Runtime with int8 weights (default, fastest on a CPU), ONNX fp32, or the "
+        "sentence-transformers model itself (torch; needed for --device cuda)",
+    )
+    label.add_argument(
+        "--max-sentences", type=positive_int, default=None, help="label only the pool's first N sentences"
     )
     label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
-    label.add_argument("--batch-size", type=positive_int, default=64, help="sentences per teacher batch")
+    label.add_argument("--batch-size", type=positive_int, default=32, help="sentences per teacher batch")
     label.add_argument("--device", default="cpu")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
 
@@ -279,6 +287,8 @@ def _run_label(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
         progress=True if args.progress else None,
+        backend=args.backend,
+        max_sentences=args.max_sentences,
     )
     print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0

@@ -166,6 +166,14 @@ def shared_data_sources(root: str | Path | None = None) -> list[CorpusSource]:
         for path in sorted((base / "bitext" / "wmt-news").glob("*-en.tsv.gz")):
             yield from _tsv_columns(path, (2,))
 
+    def wikipedia() -> Iterator[str]:
+        path = base / "unlabeled" / "en" / "wikipedia-2015" / "sentences.txt.gz"
+        if not path.is_file():
+            return  # older copies of the data folder do not have it; the report then counts 0 read
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                yield line.rstrip("\n")
+
     return [
         CorpusSource(
             "flickr30k-captions",
@@ -184,6 +192,12 @@ def shared_data_sources(root: str | Path | None = None) -> list[CorpusSource]:
             "WMT news test sets: free for research use",
             "English sides of the WMT news test/dev sets 2008-2019 (cs de es fr ru tr zh)",
             wmt_english,
+        ),
+        CorpusSource(
+            "wikipedia-2015",
+            "Wikipedia text, CC BY-SA 3.0 (and GFDL); attribution: Wikipedia contributors; share-alike",
+            "English Wikipedia sentences (2015 dump, 30,729 articles), one per line",
+            wikipedia,
         ),
     ]
 

@@ -63,6 +63,26 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
         raise PSPInputError(f"teacher {os.fspath(path)!r}: cannot load it: {str(error).splitlines()[0]}") from None
 
 
+def labelling_teacher(
+    name_or_path: str | os.PathLike | None, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"
+):
+    """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
+    ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export."""
+    from .onnx_teacher import BACKENDS, OnnxTeacher
+
+    if backend not in BACKENDS:
+        raise PSPInputError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend != "torch" and device != "cpu":
+        raise PSPInputError(f"--backend {backend} runs on the CPU; use --backend torch with --device {device}")
+    import torch
+
+    torch.set_num_threads(threads)
+    model = load_teacher(name_or_path, device=device)
+    if backend == "torch":
+        return model
+    return OnnxTeacher.from_sentence_transformer(model, work_dir, quantize=backend == "onnx-int8", threads=threads)
+
+
 def teacher_name(name_or_path: str | os.PathLike | None) -> str:
     """How the card and the cache name a teacher: the Hub id, or 'sentence-transformers/all-MiniLM-L6-v2'."""
     if name_or_path is None:
@@ -132,19 +152,22 @@ class TeacherCache:
         return list(sentences), matrix[rows]
 
     # ------------------------------------------------------------------------------------------ writing
-    def _check_meta(self, name: str, dim: int | None) -> None:
+    def _check_meta(self, name: str, dim: int | None, backend: str) -> None:
         meta = self.meta()
         if meta is None:
             return
-        if meta.get("teacher") != name or (dim is not None and meta.get("dim") != dim):
+        # Caches from before backends existed were labelled by the torch model.
+        held = meta.get("backend", "torch")
+        if meta.get("teacher") != name or (dim is not None and meta.get("dim") != dim) or held != backend:
             raise PSPInputError(
-                f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}); "
-                f"refusing to mix in {name!r} (dim {dim}): use another cache folder"
+                f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}, backend "
+                f"{held}); refusing to mix in {name!r} (dim {dim}, backend {backend}): use another cache folder"
             )
 
-    def _write_meta(self, name: str, dim: int) -> None:
+    def _write_meta(self, name: str, dim: int, backend: str) -> None:
+        meta = {"teacher": name, "dim": dim, "dtype": "float16", "backend": backend}
         with atomic_path(self.directory / META_FILE) as tmp:
-            tmp.write_text(json.dumps({"teacher": name, "dim": dim, "dtype": "float16"}, indent=2) + "\n")
+            tmp.write_text(json.dumps(meta, indent=2) + "\n")
 
     def _write_chunk(self, index: int, sentences: list[str], embeddings: np.ndarray) -> Path:
         import pyarrow as pa
@@ -170,10 +193,11 @@ class TeacherCache:
         chunk_size: int = 8192,
         batch_size: int = 64,
         show_progress_bar: bool | None = None,
+        backend: str = "torch",
     ) -> int:
         """Embed every sentence not yet cached, `chunk_size` at a time (shortest first); returns how many.
 
-        `name` identifies the teacher: a cache refuses labels from a different one.
+        `name` and `backend` identify the teacher and how it was run: a cache refuses labels from another.
         """
         if chunk_size < 1 or batch_size < 1:
             raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
@@ -181,7 +205,7 @@ class TeacherCache:
         for stale in self.directory.glob(".chunk-*.tmp"):
             stale.unlink()  # left by a run killed mid-write
         dim = _teacher_dim(teacher)
-        self._check_meta(name, dim)
+        self._check_meta(name, dim, backend)
         done = self.labelled_sentences()
         todo = sorted({s for s in sentences if s not in done}, key=lambda s: (len(s), s))
         if not todo:
@@ -201,8 +225,8 @@ class TeacherCache:
             if embeddings.ndim != 2 or embeddings.shape[0] != len(chunk):
                 raise ValueError(f"teacher returned shape {embeddings.shape} for {len(chunk)} sentences")
             if self.meta() is None:
-                self._write_meta(name, embeddings.shape[1])
-            self._check_meta(name, embeddings.shape[1])
+                self._write_meta(name, embeddings.shape[1], backend)
+            self._check_meta(name, embeddings.shape[1], backend)
             self._write_chunk(next_index, chunk, embeddings)
             next_index += 1
             bar.update(len(chunk))
@@ -216,22 +240,25 @@ def label_pool(
     teacher: str | os.PathLike | None = None,
     threads: int = 1,
     chunk_size: int = 8192,
-    batch_size: int = 64,
+    batch_size: int = 32,
     device: str = "cpu",
     progress: bool | None = None,
+    backend: str = "onnx-int8",
+    max_sentences: int | None = None,
 ) -> tuple[int, int, float]:
     """Label a pool (see `pool.build_pool`) into a cache folder, resuming what is there.
 
     Returns (sentences labelled now, sentences in the pool, seconds). `teacher`: a sentence-transformers
-    folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: torch CPU threads.
+    folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
+    `labelling_teacher`; `max_sentences`: label only the pool's first N sentences (the pool is shuffled, so a
+    prefix is a sample of every source, and a larger N later labels only what is new).
     """
-    import torch
-
     from .pool import read_corpus
 
     sentences = read_corpus(corpus)
-    torch.set_num_threads(threads)
-    model = load_teacher(teacher, device=device)
+    if max_sentences is not None:
+        sentences = sentences[:max_sentences]
+    model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
     started = time.perf_counter()
     count = TeacherCache(cache).label(
         sentences,
@@ -240,6 +267,7 @@ def label_pool(
         chunk_size=chunk_size,
         batch_size=batch_size,
         show_progress_bar=progress,
+        backend=backend,
     )
     seconds = time.perf_counter() - started
     record_provenance(cache, corpus, seconds)

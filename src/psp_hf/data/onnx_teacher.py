@@ -1,0 +1,189 @@
+"""A sentence-transformers teacher run through ONNX Runtime with int8 weights, for labelling pools on a CPU.
+
+The teacher's transformer is exported to ONNX once (`torch.onnx.export`), its weights quantised to int8 per
+output channel (`onnxruntime.quantization.quantize_dynamic`: activations are quantised on the fly), and batches
+are spread over Python threads that each call the same `InferenceSession` with one intra-op thread: ONNX Runtime
+releases the GIL while it runs, so independent batches scale with the cores far better than one batch split
+across them. Pooling (mean, CLS or max, as the teacher's `Pooling` module says) and the final normalisation are
+done here in numpy, so the output matches `SentenceTransformer.encode` up to the int8 rounding.
+
+The exported files live in a work folder (for `psp prepare label`, ``CACHE/onnx/``) and are reused on the next
+run. Needs the `teacher` extra (onnx, onnxruntime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PSPInputError
+from ..io import atomic_path
+
+BACKENDS = ("onnx-int8", "onnx", "torch")
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_POOLING = ("mean", "cls", "max")
+
+
+def _teacher_parts(teacher) -> tuple[object, object, str, bool, int]:
+    """(transformer, tokenizer, pooling mode, normalises, max length) of a Transformer+Pooling(+Normalize) model."""
+    names = [type(module).__name__ for module in teacher]
+    if len(names) < 2 or names[0] != "Transformer" or names[1] != "Pooling" or names[2:] not in ([], ["Normalize"]):
+        raise PSPInputError(
+            f"the ONNX teacher backend handles Transformer + Pooling (+ Normalize) models, not {' + '.join(names)}; "
+            "use --backend torch"
+        )
+    mode = teacher[1].pooling_mode
+    if mode not in _POOLING:
+        raise PSPInputError(
+            f"the ONNX teacher backend pools by {'/'.join(_POOLING)}, not {mode!r}; use --backend torch"
+        )
+    return teacher[0].model, teacher[0].tokenizer, mode, names[2:] == ["Normalize"], int(teacher.max_seq_length)
+
+
+def _export(model, tokenizer, path: Path) -> None:
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        # transformers 5 models take keyword arguments; the exporter passes positional ones.
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    sample = tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
+    inputs = tuple(sample.get(name, torch.zeros_like(sample["input_ids"])) for name in _INPUTS)
+    axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
+    with atomic_path(path) as tmp, torch.inference_mode():
+        torch.onnx.export(
+            LastHiddenState(model.eval()),
+            inputs,
+            os.fspath(tmp),
+            input_names=list(_INPUTS),
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def _quantize(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with atomic_path(target) as tmp:
+        quantize_dynamic(
+            os.fspath(source),
+            os.fspath(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+
+
+class OnnxTeacher:
+    """A sentence-transformers model's `encode`, run by ONNX Runtime (int8 weights by default) on `threads` cores.
+
+    Build it with `OnnxTeacher.from_sentence_transformer(model, work_dir)`; `encode` takes the same arguments as
+    `SentenceTransformer.encode` that labelling uses and returns float32 rows.
+    """
+
+    def __init__(
+        self,
+        onnx_path: str | os.PathLike,
+        tokenizer,
+        pooling_mode: str = "mean",
+        normalize: bool = True,
+        max_length: int = 256,
+        threads: int = 1,
+        dim: int | None = None,
+    ):
+        import onnxruntime
+
+        if pooling_mode not in _POOLING:
+            raise ValueError(f"pooling_mode must be one of {_POOLING}, got {pooling_mode!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # parallelism comes from concurrent batches, see the module docstring
+        options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(os.fspath(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.input_names = [item.name for item in self.session.get_inputs()]
+        self.tokenizer = tokenizer
+        self.pooling_mode = pooling_mode
+        self.normalize = normalize
+        self.max_length = max_length
+        self.threads = threads
+        self.dim = dim
+
+    @classmethod
+    def from_sentence_transformer(
+        cls, teacher, work_dir: str | os.PathLike, quantize: bool = True, threads: int = 1
+    ) -> OnnxTeacher:
+        """Export `teacher` (a loaded `SentenceTransformer`) into `work_dir` unless done before, then load it."""
+        model, tokenizer, mode, normalize, max_length = _teacher_parts(teacher)
+        work = Path(work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        fp32 = work / "model.onnx"
+        if not fp32.is_file():
+            _export(model, tokenizer, fp32)
+        path = fp32
+        if quantize:
+            path = work / "model-int8.onnx"
+            if not path.is_file():
+                _quantize(fp32, path)
+        info = {"pooling_mode": mode, "normalize": normalize, "max_length": max_length, "weights": path.name}
+        with atomic_path(work / "teacher.json") as tmp:
+            tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
+        return cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+
+    def get_embedding_dimension(self) -> int | None:
+        """The teacher's output width (None when unknown until the first batch)."""
+        return self.dim
+
+    def _batch(self, sentences: Sequence[str]) -> np.ndarray:
+        encoded = self.tokenizer(
+            list(sentences), padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
+        )
+        ids = encoded["input_ids"].astype(np.int64)
+        feed = {
+            name: encoded[name].astype(np.int64) if name in encoded else np.zeros_like(ids) for name in self.input_names
+        }
+        hidden = self.session.run(None, feed)[0]
+        mask = encoded["attention_mask"].astype(np.float32)[..., None]
+        if self.pooling_mode == "mean":
+            vectors = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        elif self.pooling_mode == "cls":
+            vectors = hidden[:, 0]
+        else:
+            vectors = np.where(mask > 0, hidden, -1e9).max(axis=1)
+        if self.normalize:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors.astype(np.float32, copy=False)
+
+    def encode(self, sentences: Sequence[str], batch_size: int = 32, **ignored) -> np.ndarray:
+        """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not sentences:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        # Sorting by length keeps padding small; the rows are put back in the caller's order.
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        batches = [[sentences[i] for i in order[k : k + batch_size]] for k in range(0, len(order), batch_size)]
+        if self.threads == 1 or len(batches) == 1:
+            blocks = [self._batch(batch) for batch in batches]
+        else:
+            with ThreadPoolExecutor(self.threads) as pool:
+                blocks = list(pool.map(self._batch, batches))
+        out = np.empty((len(sentences), blocks[0].shape[1]), dtype=np.float32)
+        out[np.asarray(order)] = np.concatenate(blocks)
+        return out

