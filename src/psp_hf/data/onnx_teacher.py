@@ -14,7 +14,9 @@ run. Needs the `teacher` extra (onnx, onnxruntime).
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,7 +64,10 @@ def _export(model, tokenizer, path: Path) -> None:
     sample = tokenizer(["an example sentence", "two"], padding=True, return_tensors="pt")
     inputs = tuple(sample.get(name, torch.zeros_like(sample["input_ids"])) for name in _INPUTS)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
-    with atomic_path(path) as tmp, torch.inference_mode():
+    # The tracer warns about shape checks it freezes; they only concern inputs without an attention mask, which
+    # `_batch` always passes.
+    with atomic_path(path) as tmp, torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             LastHiddenState(model.eval()),
             inputs,
@@ -79,14 +84,21 @@ def _quantize(source: Path, target: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    # quantize_dynamic logs a generic "consider pre-processing" advice on the root logger for every model.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
     with atomic_path(target) as tmp:
-        quantize_dynamic(
-            os.fspath(source),
-            os.fspath(tmp),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
+        try:
+            quantize_dynamic(
+                os.fspath(source),
+                os.fspath(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+        finally:
+            root.setLevel(level)
 
 
 class OnnxTeacher:

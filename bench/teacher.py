@@ -1,0 +1,89 @@
+"""Teacher labelling speed and agreement: the sentence-transformers teacher (torch, fp32) against its ONNX Runtime
+exports (fp32 and int8 weights), on the same pool sentences, on this machine's threads.
+
+    python bench/teacher.py --pool .cache/distill/pool --sentences 10000 --threads 2
+
+Columns: sentences/s (wall clock, the teacher already loaded and warmed up; the ONNX rows include neither the
+export nor the quantisation, which happen once per cache), CPU seconds per 1,000 sentences (all threads summed:
+less sensitive to other jobs on the machine than wall time), and the cosine between each backend's label and the
+torch teacher's label of the same sentence (mean and minimum). `torch` is what `psp prepare label` ran before
+the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default batch of 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _timed(teacher, sentences: list[str], batch_size: int) -> tuple[np.ndarray, float, float]:
+    teacher.encode(sentences[:256], batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    labels = teacher.encode(sentences, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    return np.asarray(labels, dtype=np.float32), time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pool", required=True, help="a pool from `psp prepare pool` (folder, parquet or txt)")
+    parser.add_argument("--sentences", type=int, default=10_000, help="the pool's first N sentences")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--teacher", default=None, help="sentence-transformers folder or Hub id (default MiniLM)")
+    parser.add_argument("--backends", default="torch,onnx,onnx-int8")
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+
+    from psp_hf.data.pool import read_corpus
+    from psp_hf.data.teacher_labels import labelling_teacher
+
+    sentences = read_corpus(args.pool)[: args.sentences]
+    # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
+    sentences.sort(key=lambda s: (len(s), s))
+    backends = args.backends.split(",")
+    rows, reference = [], None
+    with tempfile.TemporaryDirectory() as work:
+        for backend in backends:
+            teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
+            batch_size = 64 if backend == "torch" else 32
+            labels, wall, cpu = _timed(teacher, sentences, batch_size)
+            if reference is None:
+                reference = labels
+            cosines = (labels * reference).sum(1) / (np.linalg.norm(labels, axis=1) * np.linalg.norm(reference, axis=1))
+            rows.append(
+                {
+                    "backend": backend,
+                    "batch_size": batch_size,
+                    "sentences_per_s": len(sentences) / wall,
+                    "cpu_s_per_1000": 1000 * cpu / len(sentences),
+                    "mean_cosine": float(cosines.mean()),
+                    "min_cosine": float(cosines.min()),
+                }
+            )
+            print(f"{backend}: {rows[-1]['sentences_per_s']:.0f} sentences/s", file=sys.stderr, flush=True)
+    base = rows[0]
+    load = os.getloadavg()[0]
+    print(f"\n{len(sentences):,} pool sentences, {args.threads} thread(s), load average at the end: {load:.1f}")
+    print(
+        f"\n| backend | sentences/s | vs {base['backend']} | CPU s / 1,000 | cosine to {base['backend']} (mean / min) |"
+    )
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['backend']} (batch {row['batch_size']}) | {row['sentences_per_s']:,.0f} | "
+            f"{row['sentences_per_s'] / base['sentences_per_s']:.2f}x | {row['cpu_s_per_1000']:.1f} | "
+            f"{row['mean_cosine']:.4f} / {row['min_cosine']:.4f} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
