@@ -300,6 +300,32 @@ def test_psp_push_adds_layout_and_card_without_writing_the_folder(encoder, hub_s
     assert f'SentenceTransformer("{hub_repo_id}")' in readme and "0.61" in readme
 
 
+def test_psp_push_smaller_table_pushes_a_copy_and_keeps_the_folder(encoder, hub_server, hub_repo_id, tmp_path):
+    folder = _saved(encoder, tmp_path / "model")
+    (folder / "README.md").write_text("# my card\n")
+    before = _digest(folder)
+    assert main(["push", str(folder), hub_repo_id, "--quantize-to", "int8", "--dimensionality", "8", "-q"]) == 0
+    assert _digest(folder) == before
+    files = hub_server.repo_files(hub_repo_id)
+    pushed = tmp_path / "pushed"
+    for name, content in files.items():
+        (pushed / name).parent.mkdir(parents=True, exist_ok=True)
+        (pushed / name).write_bytes(content)
+    expected = tmp_path / "expected"
+    encoder.save_pretrained(expected, quantize_to="int8", dimensionality=8)
+    assert files["model.safetensors"] == (expected / "model.safetensors").read_bytes()
+    assert files["README.md"] == b"# my card\n" and "modules.json" in files
+    embeddings = PSPEncoder.from_pretrained(pushed).encode(SENTENCES[:2])
+    assert embeddings.shape == (2, 8)
+    np.testing.assert_array_equal(embeddings, PSPEncoder.from_pretrained(expected).encode(SENTENCES[:2]))
+
+
+def test_psp_push_smaller_table_bad_options(encoder, hub_repo_id, tmp_path, capsys):
+    folder = _saved(encoder, tmp_path / "model")
+    assert main(["push", str(folder), hub_repo_id, "--dimensionality", "99"]) == 2
+    assert "--dimensionality must be an integer from 1 to the model's dimension 16" in capsys.readouterr().err
+
+
 def test_psp_push_errors(encoder, hub_server, hub_repo_id, tmp_path, capsys):
     assert main(["push", str(tmp_path / "nope"), hub_repo_id]) == 2
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model (default) or dataset (a folder written by `psp prepare`, uploaded as it is)",
     )  # fmt: skip
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the saved login)")
+    smaller = parser.add_argument_group("a smaller table (as `psp export`; MODEL_DIR itself is left as it is)")
+    smaller.add_argument(
+        "--quantize-to", choices=("float32", "float16", "int8"), default=None,
+        help="push the table as float16, or int8 with one scale per row",
+    )  # fmt: skip
+    smaller.add_argument(
+        "--dimensionality", type=int, default=None, metavar="N",
+        help="push the table's top N principal components (PCA fitted on the table)",
+    )  # fmt: skip
     card = parser.add_argument_group("model card (only when MODEL_DIR has no README.md)")
     card.add_argument("--language", help="render a card from the template for this language (en, ar, de, ...)")
     card.add_argument(
@@ -58,6 +68,8 @@ def _card_arguments(args: argparse.Namespace) -> list[str]:
     # Part of the retry command: the card options only matter while the folder has no card of its own.
     found = []
     for option, value in (
+        ("--quantize-to", args.quantize_to),
+        ("--dimensionality", None if args.dimensionality is None else str(args.dimensionality)),
         ("--language", args.language),
         ("--eval-results", args.eval_results),
         ("--baseline-results", args.baseline_results),
@@ -119,6 +131,28 @@ def _load_encoder(folder: Path):
         raise PSPInputError(f"MODEL_DIR {folder}: cannot load the model ({type(error).__name__}: {reason})") from None
 
 
+def _describe_smaller(args: argparse.Namespace) -> str:
+    parts = [f"a {args.quantize_to} table"] if args.quantize_to else []
+    parts += [f"{args.dimensionality} dimensions (PCA)"] if args.dimensionality is not None else []
+    return " and ".join(parts)
+
+
+def _smaller_copy(folder: Path, args: argparse.Namespace, target: Path):
+    """The model saved smaller into `target` (the folder's card copied beside it); returns (encoder, target)."""
+    from ..smaller_tables import check_table_options
+    from .card import CARD_FILENAME
+
+    encoder = _load_encoder(folder)
+    try:
+        check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
+    except ValueError as error:
+        raise PSPInputError(f"--{str(error).replace('_', '-')}") from None
+    encoder.save_pretrained(target, quantize_to=args.quantize_to, dimensionality=args.dimensionality)
+    if (folder / CARD_FILENAME).is_file():
+        shutil.copy2(folder / CARD_FILENAME, target / CARD_FILENAME)
+    return _load_encoder(target), target
+
+
 def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
     from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
 
@@ -126,6 +160,8 @@ def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
         raise PSPInputError(f"MODEL_DIR {folder}: no such folder")
     if args.language or args.eval_results or args.baseline_results or args.training_info:
         raise PSPInputError("--language, --eval-results, --baseline-results and --training-info are for models")
+    if args.quantize_to or args.dimensionality:
+        raise PSPInputError("--quantize-to and --dimensionality are for models")
     try:
         url = push_folder(
             folder, args.repo_id, private=args.private, revision=args.revision,
@@ -163,7 +199,11 @@ def run(args: argparse.Namespace) -> int:
 
     extra: dict[str, bytes | Path] = {}
     encoder = None
+    source = folder
     with tempfile.TemporaryDirectory(prefix="psp-push-extra-") as staging:
+        if args.quantize_to is not None or args.dimensionality is not None:
+            encoder, folder = _smaller_copy(folder, args, Path(staging) / "smaller")
+            say(f"pushing a copy with {_describe_smaller(args)}")
         # What the folder lacks is staged elsewhere and uploaded beside it: MODEL_DIR itself is never written.
         # Results or run details given on the command line are news: they replace a card the folder already has.
         card_news = any(v is not None for v in (args.eval_results, args.baseline_results, args.training_info))
@@ -171,8 +211,9 @@ def run(args: argparse.Namespace) -> int:
         if not (folder / "modules.json").is_file() or render_card:
             encoder = _load_encoder(folder)
         if not (folder / "modules.json").is_file():
-            for path in write_sentence_transformers_files(staging, encoder):
-                extra[path.relative_to(staging).as_posix()] = path
+            layout = Path(staging) / "layout"
+            for path in write_sentence_transformers_files(layout, encoder):
+                extra[path.relative_to(layout).as_posix()] = path
             say("adding the sentence-transformers layout (the folder had no modules.json)")
         if render_card or not (folder / CARD_FILENAME).is_file():
             if render_card:
@@ -199,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
         except PSPPushError as error:
             print(f"psp: error: {error}", file=sys.stderr)
             return 1
-    say(f"pushed {folder} to {url}")
+    say(f"pushed {source} to {url}")
     if not args.quiet:
         print(url)
     return 0
