@@ -1,7 +1,7 @@
 """Matryoshka training against plain training: STS12-16 of embeddings truncated to 64/128/256/full dims.
 
-Two runs with the same settings (the demo's: Flickr30k caption pairs, 400 mini-batches of 128 pairs), one with
-`--matryoshka-dims`; each model's table is then cut to its first k columns (a copy of the folder with
+Two runs with the same settings (the demo's: Flickr30k caption pairs, 400 mini-batches of 128 pairs; or, with
+`--teacher-cache`, the distilled English student's recipe), one with `--matryoshka-dims`; each model's table is then cut to its first k columns (a copy of the folder with
 hidden_size=k: exactly what truncating the mean of rows gives) and evaluated on STS12-16 with the papers'
 protocol (mean over years of the mean Pearson x100 per year).
 
@@ -30,11 +30,17 @@ def train(folder: Path, pairs: Path, args: argparse.Namespace, matryoshka: str |
         return
     shutil.rmtree(folder, ignore_errors=True)
     command = [
-        sys.executable, "-m", "psp_hf.cli", "train", "--data", str(pairs), "--output-dir", str(folder),
-        "--dim", str(args.dim), "--vocab-size", "20000", "--max-steps", str(args.steps), "--megabatch-size", "20",
+        sys.executable, "-m", "psp_hf.cli", "train", "--output-dir", str(folder), "--dim", str(args.dim),
         "--dev", "none", "--keep", "last", "--eval-every", "0", "--save-every", "0", "--quiet",
         "--lr", str(args.lr), "--init-std", str(args.init_std),
     ]  # fmt: skip
+    if args.teacher_cache:
+        # The distilled English student's recipe (make distill): distillation only, 30k pieces.
+        command += ["--teacher-cache", args.teacher_cache, "--distill-weight", "1", "--vocab-size", "30000",
+                    "--distill-batch-size", "512", "--epochs", str(args.epochs)]  # fmt: skip
+    else:
+        command += ["--data", str(pairs), "--vocab-size", "20000", "--max-steps", str(args.steps),
+                    "--megabatch-size", "20"]  # fmt: skip
     if matryoshka:
         command += ["--matryoshka-dims", matryoshka]
         if args.weights:
@@ -84,6 +90,10 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--init-std", type=float, default=0.1)
     parser.add_argument("--out", default="bench_out/matryoshka")
+    parser.add_argument(
+        "--teacher-cache", default=None, help="distil from this teacher cache instead of training on caption pairs"
+    )
+    parser.add_argument("--epochs", type=int, default=10, help="epochs over the teacher cache (with --teacher-cache)")
     args = parser.parse_args()
     out = Path(args.out)
     pairs = data_dir() / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
@@ -101,8 +111,13 @@ def main() -> int:
             rows[name][k] = sts12_16(model)
             print(f"{name}: dim {k}: STS12-16 {rows[name][k]:.2f}", file=sys.stderr, flush=True)
     widths = [*prefixes, args.dim]
+    recipe = (
+        f"distilled from {args.teacher_cache}, {args.epochs} epochs"
+        if args.teacher_cache
+        else f"{args.steps} steps on Flickr30k caption pairs"
+    )
     print(f"\nSTS12-16 Pearson x100 (papers' protocol), embeddings truncated to k dims; dim {args.dim}, "
-          f"{args.steps} steps on Flickr30k caption pairs, lr {args.lr}, init std {args.init_std}\n")  # fmt: skip
+          f"{recipe}, lr {args.lr}, init std {args.init_std}\n")  # fmt: skip
     print("| training | " + " | ".join(f"k={k}" if k != args.dim else f"full ({k})" for k in widths) + " |")
     print("|---|" + "---:|" * len(widths))
     for name, scores in rows.items():
