@@ -2,8 +2,8 @@
 
 Two runs with the same settings (the demo's: Flickr30k caption pairs, 400 mini-batches of 128 pairs; or, with
 `--teacher-cache`, the distilled English student's recipe), one with `--matryoshka-dims`; each model's table is
-then cut to its first k columns (a copy of the folder with hidden_size=k: exactly what truncating the mean of rows gives) and evaluated on STS12-16 with the papers'
-protocol (mean over years of the mean Pearson x100 per year).
+then cut to its first k columns (a copy of the folder with hidden_size=k: exactly what truncating the mean of rows
+gives) and evaluated on STS12-16 with the papers' protocol (mean over years of the mean Pearson x100 per year).
 
     .venv/bin/python bench/matryoshka.py [--dim 1024] [--steps 400] [--lr 0.01] [--init-std 0.1] [--out DIR]
 
