@@ -58,6 +58,8 @@ registry-text: .cache/registry-text/.unpacked
 # of pairs with 1,024 pool sentences a step.
 DISTILL ?= .cache/distill
 DISTILL_THREADS ?= 2
+# How many pool sentences to label (the pool is shuffled, so a prefix samples every source); empty: all 1.4M.
+DISTILL_POOL ?=
 FLICKR_PAIRS := $(PSP_DATA)/paraphrase/en/flickr30k-captions/train.pairs.tsv.gz
 DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 --init-std 0.1 \
 	--distill-batch-size 512 --threads $(DISTILL_THREADS) --quiet
@@ -69,7 +71,7 @@ distill-pool: venv registry-text
 
 distill-label: distill-pool
 	$(PSP) prepare label --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
-		--threads $(DISTILL_THREADS) --progress
+		--threads $(DISTILL_THREADS) --progress $(if $(DISTILL_POOL),--max-sentences $(DISTILL_POOL))
 
 distill-train: distill-label
 	test -f $(DISTILL)/m-distill/model.safetensors || $(PY) train.py --output-dir $(DISTILL)/m-distill \
