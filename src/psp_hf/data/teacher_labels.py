@@ -258,6 +258,8 @@ def label_pool(
     sentences = read_corpus(corpus)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
+    if TeacherCache(cache).meta() is not None and set(sentences) <= TeacherCache(cache).labelled_sentences():
+        return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
     model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
     started = time.perf_counter()
     count = TeacherCache(cache).label(
