@@ -2,8 +2,10 @@
 
 For each size N: label the pool's first N sentences into one teacher cache (`psp prepare label --max-sentences N`:
 a larger N labels only what is new), snapshot the cache (hard links, so nothing is copied), distil a student from
-the snapshot with the `make distill` settings (384-d, 30k pieces, 10 epochs, distillation only) and evaluate it on
-STS12-16 (papers' protocol), STS-B test and SICK-R test. Finished steps are reused, so a killed run continues.
+the snapshot with the `make distill` settings (384-d, 30k pieces, distillation only) for the same number of steps at
+every size (`--steps`, 512 pool sentences a step: equal compute, so a larger pool shows each sentence fewer times),
+and evaluate it on STS12-16 (papers' protocol), STS-B test and SICK-R test. Finished steps are reused, so a killed
+run continues.
 
     python bench/pool_curve.py --pool POOL --work DIR --sizes 100000,250000,500000,1000000 [--threads 2]
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 TRAIN_FLAGS = [
     "--dim", "384", "--vocab-size", "30000", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1",
-    "--distill-batch-size", "512", "--epochs", "10", "--quiet",
+    "--distill-batch-size", "512", "--quiet",
 ]  # fmt: skip
 
 
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="folder for the cache, its snapshots and the students")
     parser.add_argument("--sizes", default="100000,250000,500000,1000000")
     parser.add_argument("--threads", default="2")
+    parser.add_argument("--steps", default="2000", help="training steps of every student (default: 1M sentences)")
     parser.add_argument("--cache", default=None, help="the growing teacher cache (default WORK/teacher-labels)")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(student, ignore_errors=True)
             started = time.perf_counter()
             _psp("train", "--teacher-cache", str(labels), "--output-dir", str(student), "--threads", args.threads,
-                 *TRAIN_FLAGS)  # fmt: skip
+                 "--epochs", "1000", "--max-steps", args.steps, *TRAIN_FLAGS)  # fmt: skip
             (student / "bench-train-seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
         from psp_hf.evaluation import evaluate_model, load_encoder
 
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     (work / "curve.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    print("\n| pool sentences | labelling s (cumulative) | training s | STS12-16 | STS-B test | SICK-R test |")
+    print(f"\nStudents: 384-d, 30k pieces, {args.steps} steps of 512 pool sentences, distillation only\n")
+    print("| pool sentences | labelling s (cumulative) | training s | STS12-16 | STS-B test | SICK-R test |")
     print("|---|---|---|---|---|---|")
     for row in rows:
         print(
