@@ -74,7 +74,7 @@ def main() -> int:
     captions = _fresh(out / "p-sp-en-flickr")
     pairs = data / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     _run(
-        "train a P-SP model on the Flickr30k caption pairs (400 mini-batches of 128 pairs, same tokenizer and dim)",
+        "train a P-SP model on the Flickr30k caption pairs (300 mini-batches of 128 pairs, same tokenizer and dim)",
         [*psp, "train", "--data", str(pairs), "--output-dir", str(captions), "--tokenizer", str(distilled)]
         + DEMO_PAIRS_FLAGS,
     )
@@ -128,7 +128,7 @@ DEMO_DISTILL_FLAGS = [
     "--threads",
     "2",
 ]
-DEMO_PAIRS_FLAGS = ["--dim", "384", "--max-steps", "400", "--megabatch-size", "20", "--threads", "2"]
+DEMO_PAIRS_FLAGS = ["--dim", "384", "--max-steps", "300", "--megabatch-size", "10", "--threads", "2"]
 DEMO_EVAL_TASKS = ["sts12-16", "stsb", "sickr"]
 
 if __name__ == "__main__":
