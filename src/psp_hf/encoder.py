@@ -30,7 +30,7 @@ from .model_folder import (
     resolve_model_path,
     word_boundary_id,
 )
-from .piece_cache import WordPieceCache
+from .piece_cache import WordPieceCache, plain_sentences
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
 if TYPE_CHECKING:
@@ -300,11 +300,10 @@ class PSPEncoder:
         if self._word_cache is None or n <= FEW_SENTENCES:
             flat, lengths = self._tokenize_with_backend(sentences)
         else:
-            plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
-            if plain.all():
-                flat, lengths = self._word_cache.encode(sentences)
-            else:
-                flat, lengths = self._tokenize_mixed(sentences, plain)
+            encoded = self._word_cache.encode(sentences)
+            if encoded is None:  # some sentence is not printable ASCII
+                encoded = self._tokenize_mixed(sentences, plain_sentences(sentences))
+            flat, lengths = encoded
         offsets = np.zeros(n, dtype=np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
         return flat, offsets
