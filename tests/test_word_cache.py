@@ -89,3 +89,25 @@ def test_plain_sentences_matches_the_per_sentence_rule(backend):
     assert plain_sentences(without_newline).tolist() == [s.isascii() and s.isprintable() for s in without_newline]
     assert WordPieceCache(backend).encode(["fine", "caf\u00e9"]) is None
     assert WordPieceCache(backend).encode(["fine", "two\nlines"]) is None
+
+
+@pytest.mark.parametrize(
+    "sentences",
+    [
+        ["a b", "caf\u00e9", ""],
+        ["a b", "", "caf\u00e9"],
+        ["caf\u00e9", "x"],
+        ["caf\u00e9", "\u2014"],
+        ["one", "two\nlines", "", "three"],
+        ["", "", "\t"],
+        ["all", "plain", ""],
+    ],
+)
+def test_split_plain_keeps_exactly_the_plain_sentences(sentences):
+    from psp_hf.piece_cache import split_plain
+
+    plain, raw = split_plain(sentences)
+    mask = [s.isascii() and s.isprintable() for s in sentences]
+    assert (plain is None) == all(mask)
+    assert plain is None or plain.tolist() == mask
+    assert raw.tobytes().decode("ascii") == "\n".join(s for s, ok in zip(sentences, mask, strict=True) if ok)

@@ -54,62 +54,80 @@ class _Words:
     """The words of one batch: lowercased bytes, word spans, hashes, and the first word of each sentence."""
 
     text: np.ndarray  # uint8, lowercased, sentences joined by newlines
-    in_word: np.ndarray  # bool per byte of `text`
+    chars: np.ndarray  # the bytes of `text` that belong to words, word after word
     starts: np.ndarray
     ends: np.ndarray
     hashes: np.ndarray
     sentence_bounds: np.ndarray  # words of sentence i: sentence_bounds[i]:sentence_bounds[i + 1]
 
 
-def _split_words(sentences: Sequence[str]) -> _Words | None:
-    """Words of the sentences, or None when one of them is not printable ASCII."""
+def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
+    """The printable-ASCII sentences (the ones the cache can encode) as one byte array, joined by newlines, and
+    which sentences they are: a boolean mask, or None when all are."""
     text = "\n".join(sentences)
-    if not text.isascii():
-        return None
-    raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    newlines = np.flatnonzero(raw == _NEWLINE)
-    if len(newlines) != len(sentences) - 1 or np.count_nonzero((raw < 32) | (raw == 127)) != len(newlines):
-        return None
-    upper = (raw >= 65) & (raw <= 90)
-    low = raw | (upper.view(np.uint8) << np.uint8(5))
-    edges = np.diff((raw > 32).view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
-    sentence_bounds = np.empty(len(sentences) + 1, dtype=np.int64)
-    sentence_bounds[0], sentence_bounds[-1] = 0, len(starts)
-    sentence_bounds[1:-1] = np.searchsorted(starts, newlines)
-    in_word = raw > 32
-    return _Words(low, in_word, starts, ends, _hash_words(low, in_word, starts), sentence_bounds)
+    n = len(sentences)
+    if n == 0:
+        return None, np.zeros(0, dtype=np.uint8)
+    if text.isascii():
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        newlines = np.flatnonzero(raw == _NEWLINE)
+        if len(newlines) == n - 1 and np.count_nonzero((raw < 32) | (raw == 127)) == n - 1:
+            return None, raw
+    else:
+        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        newlines = np.flatnonzero(raw == _NEWLINE)
+    if len(newlines) != n - 1:  # a sentence has a newline of its own: ask each sentence
+        plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
+        kept = "\n".join(s for s, ok in zip(sentences, plain.tolist(), strict=True) if ok)
+        return plain, np.frombuffer(kept.encode("ascii"), dtype=np.uint8)
+    plain = np.ones(n, dtype=bool)
+    # Bytes of non-ASCII characters are all >= 128 in UTF-8; the other bad bytes are control characters.
+    bad = np.flatnonzero(((raw < 32) & (raw != _NEWLINE)) | (raw >= 127))
+    plain[np.searchsorted(newlines, bad)] = False
+    # Keep the bytes of each plain sentence with the newline that ends it (a newline belongs to the sentence
+    # before it); the last plain sentence then has one newline too many unless it is the last sentence.
+    is_newline = (raw == _NEWLINE).view(np.int8)
+    sentence_of_byte = np.cumsum(is_newline, dtype=np.int64)
+    sentence_of_byte -= is_newline
+    kept = raw[plain[sentence_of_byte]]
+    if plain.any() and not plain[-1]:
+        kept = kept[:-1]
+    return plain, kept
 
 
 def plain_sentences(sentences: Sequence[str]) -> np.ndarray:
     """Which sentences are printable ASCII (the ones the cache can encode)."""
-    text = "\n".join(sentences).encode("utf-8", "surrogatepass")
-    raw = np.frombuffer(text, dtype=np.uint8)
+    plain, _ = split_plain(sentences)
+    return np.ones(len(sentences), dtype=bool) if plain is None else plain
+
+
+def _split_words(raw: np.ndarray, n: int) -> _Words:
+    """Words of `n` printable-ASCII sentences, `raw` their bytes joined by newlines."""
     newlines = np.flatnonzero(raw == _NEWLINE)
-    if len(newlines) != len(sentences) - 1:  # a sentence has a newline of its own: ask each sentence
-        return np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=len(sentences))
-    plain = np.ones(len(sentences), dtype=bool)
-    # Bytes of non-ASCII characters are all >= 128 in UTF-8; the other bad bytes are control characters.
-    bad = np.flatnonzero((raw < 32) & (raw != _NEWLINE) | (raw >= 127))
-    plain[np.searchsorted(newlines, bad)] = False
-    return plain
+    upper = (raw >= 65) & (raw <= 90)
+    low = raw | (upper.view(np.uint8) << np.uint8(5))
+    padded = np.zeros(len(raw) + 2, dtype=np.int8)  # not np.diff(prepend=...): its concatenation holds the GIL
+    padded[1:-1] = raw > 32
+    edges = padded[1:] - padded[:-1]
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    sentence_bounds = np.empty(n + 1, dtype=np.int64)
+    sentence_bounds[0], sentence_bounds[-1] = 0, len(starts)
+    sentence_bounds[1:-1] = np.searchsorted(starts, newlines)
+    chars = low[raw > 32]
+    return _Words(low, chars, starts, ends, _hash_words(chars, ends - starts), sentence_bounds)
 
 
-def _hash_words(low: np.ndarray, in_word: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """A 64-bit hash per word: the sum of (byte + 1) times a weight for its position in the word."""
-    if len(starts) == 0:
+def _hash_words(chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A 64-bit hash per word (`chars`: words back to back, `lengths` >= 1 each): the sum of (byte + 1) times a
+    weight for the byte's position in its word."""
+    if len(lengths) == 0:
         return np.zeros(0, dtype=np.uint64)
-    word_start = np.zeros(len(low), dtype=np.int64)
-    word_start[starts] = starts
-    np.maximum.accumulate(word_start, out=word_start)
-    position = np.arange(len(low), dtype=np.int64)
-    position -= word_start
-    values = low.astype(np.uint64)
+    firsts = _run_starts(lengths)
+    values = chars.astype(np.uint64)
     values += np.uint64(1)
-    values *= _position_weights(int(position.max()) + 1)[position]
-    values[~in_word] = 0  # spaces and newlines between words add nothing to the sum that reduceat takes
-    return _mix(np.add.reduceat(values, starts))
+    values *= _position_weights(int(lengths.max()))[concatenated_ranges(np.zeros_like(lengths), lengths, firsts)]
+    return _mix(np.add.reduceat(values, firsts))
 
 
 class _HashIndex:
@@ -179,10 +197,30 @@ class _Snapshot:
         return ids
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated `arange(start, start + length)` for each pair."""
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
+def _run_starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of these lengths starts."""
+    firsts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=firsts[1:])
+    return firsts
+
+
+def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndarray | None = None) -> np.ndarray:
+    """Concatenated `arange(start, start + length)` for each pair (`firsts`: `_run_starts(lengths)` if known).
+
+    A running sum of steps: 1 inside a range, a jump at the first element of each. `np.repeat` would be shorter
+    but holds the GIL, and this runs on every batch of every thread.
+    """
+    if firsts is None:
+        firsts = _run_starts(lengths)
+    total = int(firsts[-1] + lengths[-1]) if len(lengths) else 0
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    nonempty = lengths > 0
+    starts, firsts, lengths = starts[nonempty], firsts[nonempty], lengths[nonempty]
+    steps = np.ones(total, dtype=np.int64)
+    steps[0] = starts[0]
+    steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps, out=steps)
 
 
 def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.ndarray:
@@ -194,12 +232,12 @@ def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.n
     stored_starts = bounds[ids[found]]
     same_length = bounds[ids[found] + 1] - stored_starts == lengths
     if len(found) == len(words.starts) and same_length.all():  # the usual case: the batch's bytes in word order
-        text = words.text[words.in_word]
+        text = words.chars
     else:
         ids[found[~same_length]] = -1
         found, lengths, stored_starts = found[same_length], lengths[same_length], stored_starts[same_length]
-        text = words.text[_ranges(words.starts[which[found]], lengths)]
-    differs = text != snapshot.word_bytes[_ranges(stored_starts, lengths)]
+        text = words.text[concatenated_ranges(words.starts[which[found]], lengths)]
+    differs = text != snapshot.word_bytes[concatenated_ranges(stored_starts, lengths)]
     if differs.any():
         ids[found[np.repeat(np.arange(len(found)), lengths)[differs]]] = -1
     return ids
@@ -230,11 +268,14 @@ class WordPieceCache:
     def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """Piece ids of printable-ASCII sentences: `(flat_ids, lengths)` (pieces per sentence); None when a
         sentence is not printable ASCII (the tokenizer must handle those)."""
-        if not len(sentences):
+        plain, raw = split_plain(sentences)
+        return self.encode_bytes(raw, len(sentences)) if plain is None else None
+
+    def encode_bytes(self, raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of `n` printable-ASCII sentences given as `split_plain` gives them: bytes joined by newlines."""
+        if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        words = _split_words(sentences)
-        if words is None:
-            return None
+        words = _split_words(raw, n)
         snapshot = self._snapshot
         ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
         if (ids < 0).any():
@@ -242,7 +283,7 @@ class WordPieceCache:
         piece_bounds = snapshot.piece_bounds
         starts = piece_bounds[ids]
         lengths = piece_bounds[ids + 1] - starts
-        flat = snapshot.pieces[_ranges(starts, lengths)]
+        flat = snapshot.pieces[concatenated_ranges(starts, lengths)]
         word_ends = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=word_ends[1:])
         return flat, np.diff(word_ends[words.sentence_bounds])
