@@ -22,31 +22,34 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 _NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
-_MIX = np.uint64(0xBF58476D1CE4E5B9)
 
 
-def _mix(values: np.ndarray) -> np.ndarray:
-    """Spread every input bit over the top bits, which pick the hash bucket."""
-    values = values ^ (values >> np.uint64(30))
-    values *= _MIX
-    return values ^ (values >> np.uint64(31))
+def _splitmix64(keys: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function: a well-spread 64-bit value for each key."""
+    z = keys * np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
-_weights_lock = threading.Lock()
-_weights = _mix(np.arange(1, 65, dtype=np.uint64)) | np.uint64(1)
+_table_lock = threading.Lock()
+_table = _splitmix64(np.arange(1, 64 * 256 + 1, dtype=np.uint64))
 
 
-def _position_weights(length: int) -> np.ndarray:
-    """One odd 64-bit weight per position in a word; a prefix never changes as the array grows."""
-    global _weights
-    weights = _weights
-    if len(weights) < length:
-        with _weights_lock:
-            if len(_weights) < length:
-                size = max(length, 2 * len(_weights))
-                _weights = _mix(np.arange(1, size + 1, dtype=np.uint64)) | np.uint64(1)
-            weights = _weights
-    return weights
+def _hash_table(positions: int) -> np.ndarray:
+    """A random 64-bit value per (position in a word, byte): entry 256 * position + byte. Tabulation hashing; a
+    prefix never changes as the table grows for longer words."""
+    global _table
+    table = _table
+    if len(table) < 256 * positions:
+        with _table_lock:
+            if len(_table) < 256 * positions:
+                size = max(256 * positions, 2 * len(_table))
+                _table = _splitmix64(np.arange(1, size + 1, dtype=np.uint64))
+            table = _table
+    return table
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,8 @@ def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray
     plain[np.searchsorted(newlines, bad)] = False
     # Keep the bytes of each plain sentence with the newline that ends it (a newline belongs to the sentence
     # before it); the last plain sentence then has one newline too many unless it is the last sentence.
-    is_newline = (raw == _NEWLINE).view(np.int8)
-    sentence_of_byte = np.cumsum(is_newline, dtype=np.int64)
+    is_newline = (raw == _NEWLINE).astype(np.int64)  # a running sum that casts as it goes holds the GIL
+    sentence_of_byte = np.cumsum(is_newline)
     sentence_of_byte -= is_newline
     kept = raw[plain[sentence_of_byte]]
     if plain.any() and not plain[-1]:
@@ -119,15 +122,15 @@ def _split_words(raw: np.ndarray, n: int) -> _Words:
 
 
 def _hash_words(chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """A 64-bit hash per word (`chars`: words back to back, `lengths` >= 1 each): the sum of (byte + 1) times a
-    weight for the byte's position in its word."""
+    """A 64-bit hash per word (`chars`: words back to back, `lengths` >= 1 each): the sum of one random value
+    per (position, byte) of the word."""
     if len(lengths) == 0:
         return np.zeros(0, dtype=np.uint64)
     firsts = _run_starts(lengths)
-    values = chars.astype(np.uint64)
-    values += np.uint64(1)
-    values *= _position_weights(int(lengths.max()))[concatenated_ranges(np.zeros_like(lengths), lengths, firsts)]
-    return _mix(np.add.reduceat(values, firsts))
+    keys = concatenated_ranges(np.zeros_like(lengths), lengths, firsts)
+    keys <<= 8
+    keys += chars
+    return np.add.reduceat(_hash_table(int(lengths.max()))[keys], firsts)
 
 
 class _HashIndex:
@@ -220,7 +223,7 @@ def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndar
     steps = np.ones(total, dtype=np.int64)
     steps[0] = starts[0]
     steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
-    return np.cumsum(steps, out=steps)
+    return np.cumsum(steps)  # not out=steps: an in-place running sum holds the GIL
 
 
 def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.ndarray:
