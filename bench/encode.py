@@ -53,6 +53,8 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_cou
         # Parallelism comes from encode's batch threads; one torch thread each avoids oversubscription.
         torch.set_num_threads(1)
     sentences = sts_sentences()[:n_sentences]
+    if len(sentences) < n_sentences:
+        raise SystemExit(f"only {len(sentences)} STS sentences found (is PSP_DATA set?)")
     encoder = PSPEncoder.from_pretrained(folder)
     if engine.startswith("psp-hf"):
 
