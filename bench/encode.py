@@ -78,11 +78,13 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_cou
         out = run(threads)
         assert out.shape == (len(sentences), encoder.dim) and out.dtype == np.float32
     times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+    cpu: dict[int, float] = dict.fromkeys(thread_counts, 0.0)
     for _ in range(repeats):
         for threads in thread_counts:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             run(threads)
             times[threads].append(time.perf_counter() - start)
+            cpu[threads] += time.process_time() - cpu_start
     first = np.array(times[thread_counts[0]])
     return [
         {
@@ -90,6 +92,8 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_cou
             "threads": threads,
             "sentences_per_s": len(sentences) / min(times[threads]),
             "median_speedup": float(np.median(first / np.array(times[threads]))),
+            # CPU seconds per wall second over all rounds: what the run got from a machine others share too.
+            "cores_used": cpu[threads] / sum(times[threads]),
         }
         for threads in thread_counts
     ]
@@ -130,13 +134,13 @@ def main() -> None:
         command += ["--threads", args.threads, "--child", engine, str(folder)]
         child = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
         results += json.loads(child.stdout.strip().splitlines()[-1])
-    print("\n| threads | engine | sentences/s | ratio psp-hf / model2vec |\n|---|---|---|---|")
+    print("\n| threads | engine | sentences/s | cores used | ratio psp-hf / model2vec |\n|---|---|---|---|---|")
     by_key = {(r["threads"], r["engine"]): r for r in results}
     for r in sorted(results, key=lambda r: r["threads"]):
         ratio = ""
         if r["engine"].startswith("psp-hf") and (r["threads"], "model2vec") in by_key:
             ratio = f"{r['sentences_per_s'] / by_key[(r['threads'], 'model2vec')]['sentences_per_s']:.2f}x"
-        print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {ratio} |")
+        print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {r['cores_used']:.2f} | {ratio} |")
     print("\n| engine | threads | best / best 1-thread | median per-round speed-up |\n|---|---|---|---|")
     for r in results:
         one = by_key.get((thread_counts[0], r["engine"]))
