@@ -2,9 +2,13 @@
 
 psp-hf against model2vec's StaticModel built from the very same embedding table and tokenizer, on 20k real
 STS sentences, with 1 and 2 threads (psp-hf: `encode(num_threads=...)`, batches on a thread pool; model2vec: its
-multiprocessing switch). Each configuration runs in a fresh process so thread settings hold.
+multiprocessing switch). Each engine runs in a fresh process; inside it the thread counts alternate round after
+round, so a 1-thread and a 2-thread run meet the same load from other programs. The tables give the best round
+of each count and the median of the per-round speed-ups, with the load average before and after. "cores used" is
+CPU seconds per wall second: on a shared machine (Linux autogroups share the CPU between sessions, not threads) a
+second thread only helps when a second core is free; sentences per CPU second compare code under any load.
 
-    .venv/bin/python bench/encode.py [--sentences 20000] [--dim 1024] [--vocab 50000] [--repeats 5]
+    .venv/bin/python bench/encode.py [--sentences 20000] [--dim 1024] [--vocab 50000] [--repeats 9]
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ def build_model(vocab: int, dim: int) -> Path:
     return folder
 
 
-def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: int) -> dict:
-    """Runs inside a child process whose thread environment is already set.
+def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_counts: list[int]) -> list[dict]:
+    """Runs inside a child process (one tokenizer thread: parallelism is what `num_threads` asks for).
 
     "psp-hf" loads torch first (as a training or notebook process has), so encode pools with torch's
     embedding_bag; "psp-hf numpy" never imports torch (the light path of `psp embed` on a small file).
@@ -51,10 +55,12 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: i
         # Parallelism comes from encode's batch threads; one torch thread each avoids oversubscription.
         torch.set_num_threads(1)
     sentences = sts_sentences()[:n_sentences]
+    if len(sentences) < n_sentences:
+        raise SystemExit(f"only {len(sentences)} STS sentences found (is PSP_DATA set?)")
     encoder = PSPEncoder.from_pretrained(folder)
     if engine.startswith("psp-hf"):
 
-        def run():
+        def run(threads: int):
             return encoder.encode(sentences, batch_size=1024, num_threads=threads)
     else:
         from model2vec import StaticModel
@@ -67,18 +73,38 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, threads: i
             max_length=None,
         )
 
-        def run():
+        def run(threads: int):
             return static.encode(sentences, batch_size=1024, use_multiprocessing=threads > 1)
 
-    out = run()  # warm-up
-    assert out.shape == (len(sentences), encoder.dim) and out.dtype == np.float32
-    times = []
+    for threads in thread_counts:  # warm-up (psp-hf's word cache fills on the first call)
+        out = run(threads)
+        assert out.shape == (len(sentences), encoder.dim) and out.dtype == np.float32
+    times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+    cpu: dict[int, float] = dict.fromkeys(thread_counts, 0.0)
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    best = min(times)
-    return {"engine": engine, "threads": threads, "sentences_per_s": len(sentences) / best, "best_s": best}
+        for threads in thread_counts:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            run(threads)
+            times[threads].append(time.perf_counter() - start)
+            cpu[threads] += time.process_time() - cpu_start
+    first = np.array(times[thread_counts[0]])
+    return [
+        {
+            "engine": engine,
+            "threads": threads,
+            "sentences_per_s": len(sentences) / min(times[threads]),
+            "median_speedup": float(np.median(first / np.array(times[threads]))),
+            # CPU seconds per wall second over all rounds: what the run got from a machine others share too.
+            "cores_used": cpu[threads] / sum(times[threads]),
+            "sentences_per_cpu_s": len(sentences) * repeats / cpu[threads],
+        }
+        for threads in thread_counts
+    ]
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
 
 
 def main() -> None:
@@ -86,63 +112,47 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20000)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--vocab", type=int, default=50000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--child", nargs=3, metavar=("ENGINE", "FOLDER", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--engines", default="psp-hf,psp-hf numpy,model2vec")
+    parser.add_argument("--child", nargs=2, metavar=("ENGINE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    thread_counts = [int(t) for t in args.threads.split(",")]
     if args.child:
-        engine, folder, threads = args.child
-        print(json.dumps(measure(engine, folder, args.sentences, args.repeats, int(threads))))
+        engine, folder = args.child
+        print(json.dumps(measure(engine, folder, args.sentences, args.repeats, thread_counts)))
         return
 
     folder = build_model(args.vocab, args.dim)
     from psp_hf import PSPEncoder
 
     encoder = PSPEncoder.from_pretrained(folder)
-    print(f"model: {encoder} from {folder}; {args.sentences} STS sentences; best of {args.repeats}")
+    print(f"model: {encoder} from {folder}; {args.sentences} STS sentences; {args.repeats} rounds")
+    print(f"load average (1, 5, 15 min) before: {load_average()}")
+    # One tokenizer (rayon) and one BLAS thread: every thread that runs is one that num_threads asked for.
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAYON_NUM_THREADS="1")
     results = []
-    for threads in (int(t) for t in args.threads.split(",")):
-        env = dict(
-            os.environ,
-            OMP_NUM_THREADS=str(threads),
-            MKL_NUM_THREADS=str(threads),
-            RAYON_NUM_THREADS=str(threads),
-            TOKENIZERS_PARALLELISM="true",
-        )
-        for engine in ("psp-hf", "psp-hf numpy", "model2vec"):
-            child = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--sentences",
-                    str(args.sentences),
-                    "--repeats",
-                    str(args.repeats),
-                    "--child",
-                    engine,
-                    str(folder),
-                    str(threads),
-                ],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-    print("\n| threads | engine | sentences/s | ratio psp-hf / model2vec |\n|---|---|---|---|")
+    for engine in args.engines.split(","):
+        command = [sys.executable, __file__, "--sentences", str(args.sentences), "--repeats", str(args.repeats)]
+        command += ["--threads", args.threads, "--child", engine, str(folder)]
+        child = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        results += json.loads(child.stdout.strip().splitlines()[-1])
+    print("\n| threads | engine | sentences/s | cores used | sentences/CPU-s | ratio psp-hf / model2vec |")
+    print("|---|---|---|---|---|---|")
     by_key = {(r["threads"], r["engine"]): r for r in results}
-    for r in results:
+    for r in sorted(results, key=lambda r: r["threads"]):
         ratio = ""
-        if r["engine"].startswith("psp-hf"):
+        if r["engine"].startswith("psp-hf") and (r["threads"], "model2vec") in by_key:
             ratio = f"{r['sentences_per_s'] / by_key[(r['threads'], 'model2vec')]['sentences_per_s']:.2f}x"
-        print(f"| {r['threads']} | {r['engine']} | {r['sentences_per_s']:,.0f} | {ratio} |")
-    print("\n| engine | threads | speed-up over 1 thread |\n|---|---|---|")
+        cells = f"{r['sentences_per_s']:,.0f} | {r['cores_used']:.2f} | {r['sentences_per_cpu_s']:,.0f}"
+        print(f"| {r['threads']} | {r['engine']} | {cells} | {ratio} |")
+    print("\n| engine | threads | best / best 1-thread | median per-round speed-up |\n|---|---|---|---|")
     for r in results:
-        one = by_key.get((1, r["engine"]))
-        if r["threads"] > 1 and one is not None:
-            print(f"| {r['engine']} | {r['threads']} | {r['sentences_per_s'] / one['sentences_per_s']:.2f}x |")
-    with open("/proc/loadavg") as handle:
-        print(f"\nload average (1, 5, 15 min) after the runs: {' '.join(handle.read().split()[:3])}")
+        one = by_key.get((thread_counts[0], r["engine"]))
+        if r["threads"] != thread_counts[0] and one is not None:
+            best = r["sentences_per_s"] / one["sentences_per_s"]
+            print(f"| {r['engine']} | {r['threads']} | {best:.2f}x | {r['median_speedup']:.2f}x |")
+    print(f"\nload average (1, 5, 15 min) after the runs: {load_average()}")
 
 
 if __name__ == "__main__":

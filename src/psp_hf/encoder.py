@@ -30,7 +30,7 @@ from .model_folder import (
     resolve_model_path,
     word_boundary_id,
 )
-from .piece_cache import WordPieceCache
+from .piece_cache import WordPieceCache, concatenated_ranges, split_plain
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
 if TYPE_CHECKING:
@@ -300,11 +300,9 @@ class PSPEncoder:
         if self._word_cache is None or n <= FEW_SENTENCES:
             flat, lengths = self._tokenize_with_backend(sentences)
         else:
-            plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
-            if plain.all():
-                flat, lengths = self._word_cache.encode(sentences)
-            else:
-                flat, lengths = self._tokenize_mixed(sentences, plain)
+            plain, raw = split_plain(sentences)
+            encoded = self._word_cache.encode_bytes(raw, n if plain is None else int(plain.sum()))
+            flat, lengths = encoded if plain is None else self._tokenize_mixed(sentences, plain, encoded)
         offsets = np.zeros(n, dtype=np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
         return flat, offsets
@@ -319,13 +317,11 @@ class PSPEncoder:
         flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
         return flat, lengths
 
-    def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Plain-ASCII sentences through the word cache, the others through the tokenizer, merged in order."""
+    def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray, cached: tuple) -> tuple[np.ndarray, ...]:
+        """Merge in order: `cached`, the plain-ASCII sentences from the word cache, and the tokenizer's pieces of
+        the others."""
         groups = [np.flatnonzero(plain), np.flatnonzero(~plain)]
-        encoded = [
-            self._word_cache.encode([sentences[i] for i in groups[0]]),
-            self._tokenize_with_backend([sentences[i] for i in groups[1]]),
-        ]
+        encoded = [cached, self._tokenize_with_backend(list(map(sentences.__getitem__, groups[1].tolist())))]
         lengths = np.zeros(len(sentences), dtype=np.int64)
         for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
             lengths[rows] = group_lengths
@@ -333,8 +329,7 @@ class PSPEncoder:
         np.cumsum(lengths[:-1], out=starts[1:])
         flat = np.empty(int(lengths.sum()), dtype=np.int64)
         for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
-            group_starts = np.cumsum(group_lengths) - group_lengths
-            flat[np.repeat(starts[rows] - group_starts, group_lengths) + np.arange(len(group_flat))] = group_flat
+            flat[concatenated_ranges(starts[rows], group_lengths)] = group_flat
         return flat, lengths
 
     def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

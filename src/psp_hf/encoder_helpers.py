@@ -57,6 +57,12 @@ def private_backend(backend):
 
 def check_sentences(sentences: Sequence) -> None:
     """Every item a string that UTF-8 can encode; errors name the index."""
+    try:  # one pass in C for the usual case: all strings, all valid Unicode
+        joined = "".join(sentences)
+        if joined.isascii() or joined.encode("utf-8"):
+            return
+    except (TypeError, UnicodeEncodeError):
+        pass
     for index, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
             raise TypeError(f"sentences[{index}] is {type(sentence).__name__}, expected str")

@@ -1,10 +1,15 @@
-"""A word → pieces cache that tokenizes plain-ASCII sentences without the per-sentence Rust pipeline.
+"""A word → pieces cache that tokenizes plain-ASCII sentences in bulk, without the per-sentence Rust pipeline.
 
 P-SP's tokenizer segments each whitespace-separated word on its own (sentencepiece splits by whitespace;
 the converted tokenizer's Metaspace pre-tokenizer does the same), and for printable ASCII text its
 normalizer is just lowercasing and whitespace folding. So a sentence's pieces are the concatenation of its
 lowercased words' pieces, and each distinct word needs the real tokenizer only once. Anything else
 (non-ASCII, control characters) goes through the real tokenizer; tests check both paths agree on real data.
+
+A batch is handled as one byte array: words are found, lowercased and hashed with numpy, looked up in a sorted
+hash index and then compared byte for byte with the stored word, so the result is exact (a hash collision only
+costs a fresh tokenization) and almost all of the work runs in numpy kernels that release the GIL: threads
+encoding separate batches overlap. Readers use an immutable snapshot of the cache; only adding words takes a lock.
 """
 
 from __future__ import annotations
@@ -12,80 +17,359 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+_NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
+
+
+def _splitmix64(keys: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function: a well-spread 64-bit value for each key."""
+    z = keys * np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+_table_lock = threading.Lock()
+_table = _splitmix64(np.arange(1, 64 * 256 + 1, dtype=np.uint64))
+
+
+def _hash_table(positions: int) -> np.ndarray:
+    """A random 64-bit value per (position in a word, byte): entry 256 * position + byte. Tabulation hashing; a
+    prefix never changes as the table grows for longer words."""
+    global _table
+    table = _table
+    if len(table) < 256 * positions:
+        with _table_lock:
+            if len(_table) < 256 * positions:
+                size = max(256 * positions, 2 * len(_table))
+                _table = _splitmix64(np.arange(1, size + 1, dtype=np.uint64))
+            table = _table
+    return table
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The words of one batch: lowercased bytes, word spans, hashes, and the first word of each sentence."""
+
+    text: np.ndarray  # uint8, lowercased, sentences joined by newlines
+    chars: np.ndarray  # the bytes of `text` that belong to words, word after word
+    starts: np.ndarray
+    ends: np.ndarray
+    hashes: np.ndarray
+    sentence_bounds: np.ndarray  # words of sentence i: sentence_bounds[i]:sentence_bounds[i + 1]
+
+
+def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
+    """The printable-ASCII sentences (the ones the cache can encode) as one byte array, joined by newlines, and
+    which sentences they are: a boolean mask, or None when all are."""
+    text = "\n".join(sentences)
+    n = len(sentences)
+    if n == 0:
+        return None, np.zeros(0, dtype=np.uint8)
+    if text.isascii():
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        newlines = np.flatnonzero(raw == _NEWLINE)
+        if len(newlines) == n - 1 and np.count_nonzero((raw < 32) | (raw == 127)) == n - 1:
+            return None, raw
+    else:
+        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        newlines = np.flatnonzero(raw == _NEWLINE)
+    if len(newlines) != n - 1:  # a sentence has a newline of its own: ask each sentence
+        plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
+        kept = "\n".join(s for s, ok in zip(sentences, plain.tolist(), strict=True) if ok)
+        return plain, np.frombuffer(kept.encode("ascii"), dtype=np.uint8)
+    plain = np.ones(n, dtype=bool)
+    # Bytes of non-ASCII characters are all >= 128 in UTF-8; the other bad bytes are control characters.
+    bad = np.flatnonzero(((raw < 32) & (raw != _NEWLINE)) | (raw >= 127))
+    plain[np.searchsorted(newlines, bad)] = False
+    # Keep the bytes of each plain sentence with the newline that ends it (a newline belongs to the sentence
+    # before it); the last plain sentence then has one newline too many unless it is the last sentence.
+    is_newline = (raw == _NEWLINE).astype(np.int64)  # a running sum that casts as it goes holds the GIL
+    sentence_of_byte = np.cumsum(is_newline)
+    sentence_of_byte -= is_newline
+    kept = raw[plain[sentence_of_byte]]
+    if plain.any() and not plain[-1]:
+        kept = kept[:-1]
+    return plain, kept
+
+
+def plain_sentences(sentences: Sequence[str]) -> np.ndarray:
+    """Which sentences are printable ASCII (the ones the cache can encode)."""
+    plain, _ = split_plain(sentences)
+    return np.ones(len(sentences), dtype=bool) if plain is None else plain
+
+
+def _split_words(raw: np.ndarray, n: int) -> _Words:
+    """Words of `n` printable-ASCII sentences, `raw` their bytes joined by newlines."""
+    newlines = np.flatnonzero(raw == _NEWLINE)
+    upper = (raw >= 65) & (raw <= 90)
+    low = raw | (upper.view(np.uint8) << np.uint8(5))
+    padded = np.zeros(len(raw) + 2, dtype=np.int8)  # not np.diff(prepend=...): its concatenation holds the GIL
+    padded[1:-1] = raw > 32
+    edges = padded[1:] - padded[:-1]
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)
+    sentence_bounds = np.empty(n + 1, dtype=np.int64)
+    sentence_bounds[0], sentence_bounds[-1] = 0, len(starts)
+    sentence_bounds[1:-1] = np.searchsorted(starts, newlines)
+    chars = low[raw > 32]
+    return _Words(low, chars, starts, ends, _hash_words(chars, ends - starts), sentence_bounds)
+
+
+def _hash_words(chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A 64-bit hash per word (`chars`: words back to back, `lengths` >= 1 each): the sum of one random value
+    per (position, byte) of the word."""
+    if len(lengths) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    firsts = _run_starts(lengths)
+    keys = concatenated_ranges(np.zeros_like(lengths), lengths, firsts)
+    keys <<= 8
+    keys += chars
+    return np.add.reduceat(_hash_table(int(lengths.max()))[keys], firsts)
+
+
+class _HashIndex:
+    """Sorted word hashes and their word ids, with bucket starts over the top bits: a lookup is about two probes."""
+
+    def __init__(self, hashes: np.ndarray, ids: np.ndarray):
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        self.ids = ids[order]
+        bits = len(hashes).bit_length() + 1  # two to four buckets per hash: most lookups end at the first probe
+        self.shift = np.uint64(64 - bits)
+        self.bucket_starts = np.zeros((1 << bits) + 1, dtype=np.int64)
+        counts = np.bincount((self.hashes >> self.shift).astype(np.intp), minlength=1 << bits)
+        np.cumsum(counts, out=self.bucket_starts[1:])
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def lookup(self, hashes: np.ndarray) -> np.ndarray:
+        """Word id of each hash, -1 where the hash is not in the index."""
+        if not len(self.hashes):
+            return np.full(len(hashes), -1, dtype=np.int64)
+        buckets = (hashes >> self.shift).astype(np.intp)
+        low, high = self.bucket_starts[buckets], self.bucket_starts[buckets + 1]
+        first = np.minimum(low, len(self.hashes) - 1)
+        hit = (self.hashes[first] == hashes) & (low < high)
+        found = np.where(hit, self.ids[first], -1)
+        todo = np.flatnonzero(~hit & (low + 1 < high))
+        low, high = low[todo] + 1, high[todo]
+        while len(todo):  # further entries of the buckets that hold more than one hash
+            hit = self.hashes[low] == hashes[todo]
+            found[todo[hit]] = self.ids[low[hit]]
+            more = ~hit & (low + 1 < high)
+            todo, low, high = todo[more], low[more] + 1, high[more]
+        return found
+
+
+_EMPTY_INDEX = _HashIndex(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The cache as one reader sees it. Buffers are append-only and shared with later snapshots of the same
+    generation (a later one writes only past this one's counts, or into a grown copy), so ids stay valid."""
+
+    generation: int
+    n_words: int
+    piece_bounds: np.ndarray  # pieces of word w: pieces[piece_bounds[w]:piece_bounds[w + 1]]
+    pieces: np.ndarray
+    byte_bounds: np.ndarray  # lowercased bytes of word w: word_bytes[byte_bounds[w]:byte_bounds[w + 1]]
+    word_bytes: np.ndarray
+    main: _HashIndex
+    recent: _HashIndex  # words added since `main` was built; merged into it once it is a quarter of its size
+
+    @staticmethod
+    def empty(generation: int) -> _Snapshot:
+        zeros = np.zeros(1024, dtype=np.int64)
+        return _Snapshot(
+            generation, 0, zeros, np.zeros(4096, np.int64), zeros.copy(), np.zeros(8192, np.uint8), *[_EMPTY_INDEX] * 2
+        )
+
+    def lookup(self, hashes: np.ndarray) -> np.ndarray:
+        ids = self.main.lookup(hashes)
+        if len(self.recent):
+            missing = np.flatnonzero(ids < 0)
+            ids[missing] = self.recent.lookup(hashes[missing])
+        return ids
+
+
+def _run_starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of these lengths starts."""
+    firsts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=firsts[1:])
+    return firsts
+
+
+def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndarray | None = None) -> np.ndarray:
+    """Concatenated `arange(start, start + length)` for each pair (`firsts`: `_run_starts(lengths)` if known).
+
+    A running sum of steps: 1 inside a range, a jump at the first element of each. `np.repeat` would be shorter
+    but holds the GIL, and this runs on every batch of every thread.
+    """
+    if firsts is None:
+        firsts = _run_starts(lengths)
+    total = int(firsts[-1] + lengths[-1]) if len(lengths) else 0
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    nonempty = lengths > 0
+    starts, firsts, lengths = starts[nonempty], firsts[nonempty], lengths[nonempty]
+    steps = np.ones(total, dtype=np.int64)
+    steps[0] = starts[0]
+    steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps)  # not out=steps: an in-place running sum holds the GIL
+
+
+def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.ndarray:
+    """Word ids of `words` at positions `which`, -1 for words not cached or whose hash matched another word."""
+    ids = snapshot.lookup(words.hashes[which])
+    found = np.flatnonzero(ids >= 0)
+    bounds = snapshot.byte_bounds
+    lengths = (words.ends - words.starts)[which[found]]
+    stored_starts = bounds[ids[found]]
+    same_length = bounds[ids[found] + 1] - stored_starts == lengths
+    if len(found) == len(words.starts) and same_length.all():  # the usual case: the batch's bytes in word order
+        text = words.chars
+    else:
+        ids[found[~same_length]] = -1
+        found, lengths, stored_starts = found[same_length], lengths[same_length], stored_starts[same_length]
+        text = words.text[concatenated_ranges(words.starts[which[found]], lengths)]
+    differs = text != snapshot.word_bytes[concatenated_ranges(stored_starts, lengths)]
+    if differs.any():
+        ids[found[np.repeat(np.arange(len(found)), lengths)[differs]]] = -1
+    return ids
+
+
+def _grown(buffer: np.ndarray, used: int, needed: int) -> np.ndarray:
+    """`buffer` if it holds `needed` entries, else a larger copy of its first `used` entries."""
+    if needed <= len(buffer):
+        return buffer
+    grown = np.empty(max(needed, 2 * len(buffer)), dtype=buffer.dtype)
+    grown[:used] = buffer[:used]
+    return grown
+
 
 class WordPieceCache:
-    """Piece ids per distinct word, stored as one flat array with per-word start and length."""
+    """Piece ids per distinct word: flat append-only arrays, a hash index over the words' bytes, and a lock taken
+    only to add words (threads read an immutable snapshot)."""
 
     def __init__(self, backend, max_words: int = 500_000):
         self._backend = backend
         self._max_words = max_words
         self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self._index: dict[str, int] = {}
-        self._starts = np.zeros(1024, dtype=np.int64)
-        self._lengths = np.zeros(1024, dtype=np.int64)
-        self._pieces = np.zeros(4096, dtype=np.int64)
-        self._n_pieces = 0
+        self._snapshot = _Snapshot.empty(0)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return self._snapshot.n_words
 
-    def _add(self, words: list[str]) -> None:
-        """Tokenize and store new words."""
-        encodings = self._backend.encode_batch_fast(words, add_special_tokens=False)
-        ids = [encoding.ids for encoding in encodings]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        pieces = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-        first = len(self._index)
-        needed_words = first + len(words)
-        if needed_words > len(self._starts):
-            size = max(needed_words, 2 * len(self._starts))
-            self._starts = np.resize(self._starts, size)
-            self._lengths = np.resize(self._lengths, size)
-        needed_pieces = self._n_pieces + len(pieces)
-        if needed_pieces > len(self._pieces):
-            self._pieces = np.resize(self._pieces, max(needed_pieces, 2 * len(self._pieces)))
-        self._pieces[self._n_pieces : needed_pieces] = pieces
-        starts = np.zeros(len(words), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        self._starts[first:needed_words] = starts + self._n_pieces
-        self._lengths[first:needed_words] = lengths
-        self._n_pieces = needed_pieces
-        self._index.update(zip(words, range(first, needed_words), strict=True))
+    def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Piece ids of printable-ASCII sentences: `(flat_ids, lengths)` (pieces per sentence); None when a
+        sentence is not printable ASCII (the tokenizer must handle those)."""
+        plain, raw = split_plain(sentences)
+        return self.encode_bytes(raw, len(sentences)) if plain is None else None
 
-    def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Piece ids of printable-ASCII sentences: `(flat_ids, lengths)` (pieces per sentence)."""
-        words_per_sentence = [sentence.lower().split() for sentence in sentences]
-        word_counts = np.fromiter(map(len, words_per_sentence), dtype=np.int64, count=len(sentences))
-        words = list(itertools.chain.from_iterable(words_per_sentence))
+    def encode_bytes(self, raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of `n` printable-ASCII sentences given as `split_plain` gives them: bytes joined by newlines."""
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        words = _split_words(raw, n)
+        snapshot = self._snapshot
+        ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
+        if (ids < 0).any():
+            snapshot, ids = self._add_missing(snapshot, words, ids)
+        piece_bounds = snapshot.piece_bounds
+        starts = piece_bounds[ids]
+        lengths = piece_bounds[ids + 1] - starts
+        flat = snapshot.pieces[concatenated_ranges(starts, lengths)]
+        word_ends = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=word_ends[1:])
+        return flat, np.diff(word_ends[words.sentence_bounds])
+
+    def _add_missing(self, seen: _Snapshot, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray]:
+        """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot."""
         with self._lock:
-            index = self._index
-            word_ids = np.fromiter(map(index.get, words, itertools.repeat(-1)), dtype=np.int64, count=len(words))
-            missing = np.flatnonzero(word_ids < 0)
-            if len(missing):
-                new_words = list(dict.fromkeys(words[i] for i in missing))
-                if len(index) + len(new_words) > self._max_words:
-                    # Bounded memory: start over rather than grow without limit. The fresh cache must then hold
-                    # every word of this batch, not only the ones that were missing.
-                    self._reset()
-                    self._add(list(dict.fromkeys(words)))
-                    index = self._index
-                    word_ids = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
-                else:
-                    self._add(new_words)
-                    word_ids[missing] = [index[words[i]] for i in missing]
-            starts = self._starts[word_ids]
-            lengths = self._lengths[word_ids]
-            # Gather each word's slice of the flat piece array in one vectorised step.
-            ends = np.cumsum(lengths)
-            positions = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
-            flat = self._pieces[positions]
-        bounds = np.zeros(len(sentences) + 1, dtype=np.int64)
-        np.cumsum(word_counts, out=bounds[1:])
-        piece_bounds = np.concatenate([[0], ends])[bounds]
-        return flat, np.diff(piece_bounds)
+            snapshot = self._snapshot
+            if snapshot.generation != seen.generation:  # reset meanwhile: the ids found so far belong to the old one
+                ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
+            else:
+                missing = np.flatnonzero(ids < 0)
+                ids[missing] = _verified_ids(snapshot, words, missing)
+            missing = np.flatnonzero(ids < 0)
+            if not len(missing):
+                return snapshot, ids
+            new_words = self._distinct(words, missing)
+            if snapshot.n_words + len(new_words) > self._max_words:
+                # Bounded memory: start over rather than grow without limit. The fresh cache must then hold every
+                # word of this batch, not only the ones that were missing.
+                snapshot = _Snapshot.empty(snapshot.generation + 1)
+                missing = np.arange(len(words.starts))
+                new_words = self._distinct(words, missing)
+            snapshot = self._append(snapshot, new_words)
+            self._snapshot = snapshot
+            ids[missing] = _verified_ids(snapshot, words, missing)
+            # A word whose hash belongs to another cached word is stored but not indexed: take its new id directly.
+            unresolved = missing[ids[missing] < 0]
+            if len(unresolved):
+                first_id = snapshot.n_words - len(new_words)
+                by_word = {word: first_id + k for k, word in enumerate(new_words)}
+                text = words.text.tobytes()
+                ids[unresolved] = [by_word[text[words.starts[i] : words.ends[i]]] for i in unresolved.tolist()]
+            return snapshot, ids
+
+    @staticmethod
+    def _distinct(words: _Words, which: np.ndarray) -> dict[bytes, int]:
+        """The distinct words at positions `which`, each with its hash."""
+        text = words.text.tobytes()
+        starts, ends, hashes = (array[which].tolist() for array in (words.starts, words.ends, words.hashes))
+        return dict(zip((text[s:e] for s, e in zip(starts, ends, strict=True)), hashes, strict=True))
+
+    def _append(self, snapshot: _Snapshot, new_words: dict[bytes, int]) -> _Snapshot:
+        """A snapshot with `new_words` (lowercased bytes → hash) tokenized and stored after the current words."""
+        encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in new_words], add_special_tokens=False)
+        ids = [encoding.ids for encoding in encodings]
+        n, added = snapshot.n_words, len(new_words)
+        piece_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=added)
+        byte_lengths = np.fromiter(map(len, new_words), dtype=np.int64, count=added)
+        n_pieces, n_bytes = int(snapshot.piece_bounds[n]), int(snapshot.byte_bounds[n])
+        piece_bounds = _grown(snapshot.piece_bounds, n + 1, n + added + 1)
+        byte_bounds = _grown(snapshot.byte_bounds, n + 1, n + added + 1)
+        np.cumsum(piece_lengths, out=piece_bounds[n + 1 : n + added + 1])
+        piece_bounds[n + 1 : n + added + 1] += n_pieces
+        np.cumsum(byte_lengths, out=byte_bounds[n + 1 : n + added + 1])
+        byte_bounds[n + 1 : n + added + 1] += n_bytes
+        total_pieces, total_bytes = int(piece_bounds[n + added]), int(byte_bounds[n + added])
+        pieces = _grown(snapshot.pieces, n_pieces, total_pieces)
+        pieces[n_pieces:total_pieces] = np.fromiter(
+            itertools.chain.from_iterable(ids), dtype=np.int64, count=total_pieces - n_pieces
+        )
+        word_bytes = _grown(snapshot.word_bytes, n_bytes, total_bytes)
+        word_bytes[n_bytes:total_bytes] = np.frombuffer(b"".join(new_words), dtype=np.uint8)
+        # Index each new hash once, and only when no cached word has it already.
+        hashes = np.fromiter(new_words.values(), dtype=np.uint64, count=added)
+        new_ids = np.arange(n, n + added, dtype=np.int64)
+        _, first = np.unique(hashes, return_index=True)
+        first = first[snapshot.lookup(hashes[first]) < 0]
+        recent = snapshot.recent
+        all_recent = (np.concatenate([recent.hashes, hashes[first]]), np.concatenate([recent.ids, new_ids[first]]))
+        main = snapshot.main
+        if len(all_recent[0]) > max(len(main) // 4, 1024):
+            main = _HashIndex(np.concatenate([main.hashes, all_recent[0]]), np.concatenate([main.ids, all_recent[1]]))
+            recent = _EMPTY_INDEX
+        else:
+            recent = _HashIndex(*all_recent)
+        return replace(
+            snapshot,
+            n_words=n + added,
+            piece_bounds=piece_bounds,
+            pieces=pieces,
+            byte_bounds=byte_bounds,
+            word_bytes=word_bytes,
+            main=main,
+            recent=recent,
+        )

@@ -44,7 +44,8 @@ def apply_unknown_rule(
         content &= flat_ids != boundary_token_id
     if content.all() and lengths.all():  # the common case, answered without grouping by bag
         return flat_ids, offsets
-    bag = np.repeat(np.arange(n), lengths)
+    # The bag of each entry (np.repeat would do, but it holds the GIL while encode's threads run this).
+    bag = np.searchsorted(offsets, np.arange(len(flat_ids)), side="right") - 1
     content_per_bag = np.bincount(bag[content], minlength=n)
     if not unknown.any() and (content_per_bag > 0).all():
         return flat_ids, offsets

@@ -124,4 +124,6 @@ def _iter_hub(dataset_id: str, column: str, data_config: str | None, split: str)
     for row, record in enumerate(stream):
         if column not in record:
             raise PSPInputError(f"{dataset_id}: no column {column!r} (columns: {', '.join(record)})")
-        yield _checked(dataset_id, row, column, record[column])
+        value = record[column]
+        # The CSV/TSV reader of `datasets` turns an empty cell into None; a local TSV gives "" for the same row.
+        yield "" if value is None else _checked(dataset_id, row, column, value)

@@ -170,8 +170,10 @@ def markdown_report(report: Mapping[str, Any]) -> str:
             scores = model["results"].get("tatoeba", {})
             values = [scores.get(language, {}).get("error_rate") for language in languages]
             rows.append([f"**{model['model']['name']}**", *map(_number, values), _number(_mean_or_none(values))])
-        lines += ["### Tatoeba — error rate %, nearest cosine neighbour, mean of both directions", ""]
-        lines += _table(["model", *languages, "avg"], rows) + [""]
+        margin_rows = _tatoeba_margin_rows(models, languages)
+        title = "### Tatoeba — error rate %, nearest cosine neighbour, mean of both directions"
+        lines += [title + (" (margin rows: ratio margin over k neighbours)" if margin_rows else ""), ""]
+        lines += _table(["model", *languages, "avg"], rows + margin_rows) + [""]
         paper_languages = [language for language in PAPER_TATOEBA_ROWS["P-SP (paper)"] if language in languages]
         if paper_languages:
             own = [PAPER_TATOEBA_ROWS["P-SP (paper)"][language] for language in paper_languages]
@@ -219,6 +221,22 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         if data.get("modified_files"):
             lines += [f"**Modified data** (sha256 differs from MANIFEST.tsv): {', '.join(data['modified_files'])}.", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _tatoeba_margin_rows(models: Sequence[Mapping], languages: Sequence[str]) -> list[list[str]]:
+    """One row per model run with `--tatoeba-margin-k`: its error rates by ratio-margin retrieval."""
+    rows = []
+    for model in models:
+        scores = model["results"].get("tatoeba", {})
+        per_language = [scores.get(language, {}) for language in languages]
+        if not any("error_rate_margin" in item for item in per_language):
+            continue
+        values = [item.get("error_rate_margin") for item in per_language]
+        k = next(item["margin_k"] for item in per_language if "margin_k" in item)
+        rows.append(
+            [f"**{model['model']['name']}** margin k={k}", *map(_number, values), _number(_mean_or_none(values))]
+        )
+    return rows
 
 
 def _sts_dataset_table(models: Sequence[Mapping], years: Sequence[str]) -> list[str]:
