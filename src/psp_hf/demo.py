@@ -46,6 +46,20 @@ def _untrained_like(model: Path, output: Path) -> None:
     untrained.save_pretrained(output)
 
 
+def _print_summary(results: Path, seconds: float) -> None:
+    import json
+
+    report = json.loads(results.read_text(encoding="utf-8"))
+    print(f"\n== the three models, Pearson x100 (STS12-16: the papers' protocol); demo took {seconds / 60:.1f} min\n")
+    print("| model | STS12-16 | STS-B test | SICK-R test |\n|---|---|---|---|")
+    for entry in report["models"]:
+        results_of = entry["results"]
+        print(
+            f"| {entry['model']['name']} | {entry['summary']['sts12-16']['pearson_mean']:.2f} | "
+            f"{results_of['stsb']['test']['pearson']:.2f} | {results_of['sickr']['test']['pearson']:.2f} |"
+        )
+
+
 def main() -> int:
     data = data_dir()
     if not (data / "sts").is_dir():
@@ -53,6 +67,7 @@ def main() -> int:
         return 2
     out = Path(os.environ.get("PSP_DEMO_OUT", REPO_ROOT / "demo_out"))
     out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     pool_size = os.environ.get("PSP_DEMO_POOL", str(DEMO_POOL_SENTENCES))
     psp = [sys.executable, "-m", "psp_hf.cli"]
     pool, labels = out / "pool", out / "teacher-labels"
@@ -102,6 +117,7 @@ def main() -> int:
         [*psp, "score", str(sts_pairs), "-m", str(distilled), "--columns", "6,7", "--header"]
         + ["-o", str(out / "scored.tsv")],
     )
+    _print_summary(out / "results.json", time.perf_counter() - started)
     print(f"\nDemo outputs in {out}:")
     for path in sorted(out.iterdir()):
         print(f"  {path}")
