@@ -40,9 +40,9 @@ def load_or_train_tokenizer(
     """The run's tokenizer, kept in `folder`: --tokenizer, or trained on the training text (main process)."""
     from transformers import PreTrainedTokenizerFast
 
-    if args.init_from:
+    if args.init_from or args.init_rows_from:
         # The table's width decides the model's; the tokenizer is the one the table was trained with.
-        args.dim = initial_model(args.init_from).dim
+        args.dim = initial_model(args.init_from or args.init_rows_from).dim
     if resuming:
         return PreTrainedTokenizerFast.from_pretrained(folder)
     if is_main:
@@ -98,6 +98,9 @@ def initialise(
             f"pieces found ({100 * found.coverage:.1f}%)"
         )
         set_table(encoder, found.table)
+    if args.init_rows_from:
+        copied = copy_shared_rows(encoder, initial_model(args.init_rows_from))
+        say(f"copied the rows of {copied:,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
     if args.piece_weights == "sif":
         from ..piece_weights import piece_counts, sif_weights
 
@@ -105,3 +108,25 @@ def initialise(
         with torch.no_grad():
             encoder.model.piece_weights.copy_(torch.from_numpy(sif_weights(counts)))
         say(f"SIF piece weights from {int(counts.sum())} pieces of the training text")
+
+
+def copy_shared_rows(encoder, source) -> int:
+    """Copy into `encoder`'s table the row of every piece `source`'s vocabulary also has; returns how many.
+
+    The pieces are matched by their text, so an English model lends its rows to the English pieces of a
+    vocabulary shared with another language; the other rows keep their initial values.
+    """
+    import numpy as np
+
+    source_vocab = source.tokenizer.get_vocab()
+    pairs = [
+        (row, source_vocab[piece]) for piece, row in encoder.tokenizer.get_vocab().items() if piece in source_vocab
+    ]
+    if not pairs:
+        return 0
+    target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
+    table = source._weights()[0]
+    with torch.no_grad():
+        weight = encoder.model.embeddings.weight
+        weight[torch.from_numpy(target_rows)] = torch.from_numpy(np.asarray(table[source_rows], dtype=np.float32))
+    return len(pairs)
