@@ -205,7 +205,11 @@ def _add_distillation(sub) -> None:
         description="Embed every pool sentence not yet in --cache with a sentence-transformers teacher; a killed "
         "run continues from its last complete chunk.",
     )
-    label.add_argument("--corpus", required=True, help="pool folder, parquet or txt from `psp prepare pool`")
+    label.add_argument(
+        "--corpus",
+        required=True,
+        help="pool folder, parquet or txt from `psp prepare pool`, or a `psp prepare bitext` folder (its English side)",
+    )
     label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
     label.add_argument(
@@ -267,6 +271,8 @@ def _run_label(args: argparse.Namespace) -> int:
 
     corpus = Path(args.corpus)
     pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
+    if bitext_english(corpus) is not None:
+        return _label_bitext(args, corpus)
     if not pool_file.is_file():
         raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
     check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
@@ -282,6 +288,49 @@ def _run_label(args: argparse.Namespace) -> int:
     )
     print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0
+
+
+def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
+    """`psp prepare label --corpus BITEXT_FOLDER`: the English side of prepared bitext (multilingual distillation)."""
+    import time
+
+    import torch
+
+    from .checks import check_output_folder
+    from .teacher_labels import TeacherCache, load_teacher, teacher_name
+
+    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
+    english = bitext_english(folder)
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    count = TeacherCache(args.cache).label(
+        english,
+        load_teacher(args.teacher, device=args.device),
+        name=teacher_name(args.teacher),
+        chunk_size=args.chunk_size,
+        batch_size=args.batch_size,
+        show_progress_bar=True if args.progress else None,
+    )
+    seconds = time.perf_counter() - started
+    print(f"labelled {count} new English sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
+    return 0
+
+
+def bitext_english(folder: Path) -> list[str] | None:
+    """The distinct English sentences of a bitext folder written by `psp prepare bitext` (None for anything else)."""
+    import json
+
+    report = folder / "report" / "report.json"
+    if not (folder.is_dir() and report.is_file()):
+        return None
+    if json.loads(report.read_text(encoding="utf-8")).get("kind") != "bitext":
+        return None
+    import pyarrow.parquet as pq
+
+    sentences: dict[str, None] = {}
+    for shard in sorted((folder / "data").glob("*.parquet")):
+        sentences.update(dict.fromkeys(pq.read_table(shard, columns=["en"]).column("en").to_pylist()))
+    return list(sentences)
 
 
 def _run_mine_pairs(args: argparse.Namespace) -> int:
@@ -370,6 +419,8 @@ def _print_summary(report: dict) -> None:
         removed = f"{step['removed']:,}" if step["enabled"] else "off"
         lines.append(f"  removed by {step['name']}: {removed}")
     lines.append(f"pairs out: {report['pairs_out']:,} ({report['pairs_per_second']:,.0f} pairs/s)")
+    if (report.get("tokenizer") or {}).get("warning"):
+        lines.append(report["tokenizer"]["warning"])
     where = report.get("path") or report.get("url")
     if report.get("path"):
         lines.append(f"wrote {report['path']} (report in {report['path']}/report/)")

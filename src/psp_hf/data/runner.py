@@ -222,6 +222,10 @@ def run_recipe(
                 "lowercase": lowercase,
                 "trained_on": columns[:2],
             }
+            if len(tokenizer) < vocab_size:
+                from .checks import vocabulary_warning
+
+                tokenizer_info["warning"] = vocabulary_warning(len(tokenizer), vocab_size)
         options = {
             **recipe.options,
             "shuffle": shuffle,

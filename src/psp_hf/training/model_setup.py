@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def load_or_train_tokenizer(
             initial_model(args.init_from).tokenizer.save_pretrained(folder)
         elif args.tokenizer:
             PreTrainedTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(folder)
+        elif (prepared := prepared_tokenizer(args.data)) is not None:
+            say(f"using the {len(prepared)}-piece tokenizer that psp prepare trained with {args.data[0]}")
+            prepared.save_pretrained(folder)
         else:
             from ..tokenizer import train_tokenizer
 
@@ -58,15 +62,37 @@ def load_or_train_tokenizer(
                 f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
                 "sentences of the training text"
             )
-            train_tokenizer(
+            trained = train_tokenizer(
                 texts(args.tokenizer_sentences),
                 vocab_size=args.vocab_size,
                 output_dir=folder,
                 lowercase=args.lowercase,
                 seed=args.seed,
             )
+            from ..data.checks import vocabulary_warning
+
+            warning = vocabulary_warning(len(trained), args.vocab_size)
+            if warning:  # shown even with --quiet: the run goes on with a smaller model than asked
+                print(f"psp train: {warning}", file=sys.stderr, flush=True)
     wait_for_everyone()
     return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def prepared_tokenizer(data: list[str]):
+    """The tokenizer `psp prepare` saved with a prepared dataset (`--data FOLDER` or a Hub dataset id), or None."""
+    if len(data) != 1:
+        return None
+    from ..data.dataset_repo import load_prepared_tokenizer
+
+    entry = data[0]
+    if Path(entry).is_dir():
+        return load_prepared_tokenizer(entry)
+    if Path(entry).exists() or entry.startswith((".", "/", "~")) or entry.count("/") != 1:
+        return None
+    try:  # a Hub dataset id: its tokenizer/ folder if it has one
+        return load_prepared_tokenizer(entry)
+    except Exception:  # offline, private, or not a dataset repo: train one as for any other data
+        return None
 
 
 def initialise(
