@@ -251,16 +251,7 @@ def prepare_registry_bitext(
         )
     staging = Path(tempfile.mkdtemp(prefix="psp-registry-bitext-"))
     try:
-        files = []
-        for source in sources:
-            path = staging / f"{source.name}.tsv"
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(f"{lang}\ten\n")
-                for count, (xx, en) in enumerate(source.pairs()):
-                    if per_source_limit is not None and count >= per_source_limit:
-                        break
-                    handle.write(f"{' '.join(xx.split())}\t{' '.join(en.split())}\n")
-            files.append(path)
+        files = write_source_tsvs(sources, lang, staging, per_source_limit)
         report = prepare_bitext(
             files, lang, out, min_tokens=1, max_tokens=max_tokens, langid=langid, langid_candidates=[lang, "en"], **run
         )
@@ -268,11 +259,26 @@ def prepare_registry_bitext(
         shutil.rmtree(staging, ignore_errors=True)
     report["sources"] = {source.name: {"license": source.license, "kind": source.kind} for source in sources}
     if report.get("path"):
-        _add_licences(Path(report["path"]), report)
+        add_licences(Path(report["path"]), report)
     return report
 
 
-def _add_licences(folder: Path, report: dict) -> None:
+def write_source_tsvs(sources: list[BitextSource], lang: str, folder: Path, limit: int | None = None) -> list[Path]:
+    """One `<lang>\ten` TSV per source in `folder` (named after it, so a report counts each), `limit` pairs each."""
+    files = []
+    for source in sources:
+        path = folder / f"{source.name}.tsv"
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"{lang}\ten\n")
+            for count, (xx, en) in enumerate(source.pairs()):
+                if limit is not None and count >= limit:
+                    break
+                handle.write(f"{' '.join(xx.split())}\t{' '.join(en.split())}\n")
+        files.append(path)
+    return files
+
+
+def add_licences(folder: Path, report: dict) -> None:
     """Record the sources' licences in the folder's report.json and dataset card."""
     import json
 

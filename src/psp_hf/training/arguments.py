@@ -199,6 +199,7 @@ class TrainingArguments:
     # ---- schedule
     epochs: int = field(default=1, metadata=_arg("passes over the data"))
     max_steps: int = field(default=0, metadata=_arg("stop after this many mini-batches (0: no limit)"))
+    max_minutes: float = field(default=0.0, metadata=_arg("stop after this many minutes of training (0: no limit)"))
     seed: int = field(default=0, metadata=_arg("seed of the initial table, the shuffling and dropout"))
     # ---- bookkeeping
     save_every: int = field(
@@ -260,7 +261,15 @@ class TrainingArguments:
         for name in positive:
             if getattr(self, name) < 1:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        for name in ("megabatch_anneal", "max_steps", "save_every", "eval_every", "threads", "shuffle_buffer"):
+        for name in (
+            "megabatch_anneal",
+            "max_steps",
+            "max_minutes",
+            "save_every",
+            "eval_every",
+            "threads",
+            "shuffle_buffer",
+        ):
             if getattr(self, name) < 0:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:

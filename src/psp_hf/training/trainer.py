@@ -303,6 +303,8 @@ class Trainer(RunSetup):
         window.sentences += sentences
         self.progress.update(1)
         at_limit = bool(args.max_steps and state.step >= args.max_steps)
+        if args.max_minutes and state.train_seconds + time.perf_counter() - self.tick >= 60 * args.max_minutes:
+            at_limit = True  # the time budget (not reproducible step for step, unlike --max-steps)
         if state.step % args.log_every == 0 or at_limit:
             self._stop_clock()
             self._log_window()
