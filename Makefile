@@ -67,6 +67,28 @@ registry-bitext: .cache/registry-bitext/.unpacked
 	for deb in .cache/registry-bitext/debs/*.deb; do dpkg -x $$deb .cache/registry-bitext/root; done
 	touch $@
 
+# Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under
+# $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
+# $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
+# LANGUAGE_MINUTES is the training budget per language (2-core CPU); labelling the English sides comes on top
+# unless TEACHER_CACHE already holds them.
+LANGUAGES ?= ar de es fr ru tr zh
+LANGUAGES_DIR ?= .cache/languages
+LANGUAGE_MINUTES ?= 20
+LANGUAGE_EPOCHS ?= 5
+LANGUAGE_DIM ?= 1024
+LANGUAGE_THREADS ?= 2
+TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
+LANGUAGE_FLAGS ?=
+
+languages: venv registry-bitext
+	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" --out $(LANGUAGES_DIR) \
+		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --epochs $(LANGUAGE_EPOCHS) \
+		--dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) $(LANGUAGE_FLAGS)
+
+comma := ,
+space := $(empty) $(empty)
+
 # Issue 7, end to end: pool -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
 # Labelling is resumable (re-run the target after an interruption); a killed training run is continued by running
 # its train.py line again with --resume. The caption pairs pull away from general STS, so in the combined run the
