@@ -179,3 +179,27 @@ def test_tiny_bitext_run_distills_both_languages_and_picks_by_mining_accuracy(tm
     assert mining_accuracy(model, dev) > 80
     card = (folder / "README.md").read_text()
     assert "word-teacher" in card
+
+
+def test_init_rows_from_copies_the_rows_of_shared_pieces(tmp_path):
+    from psp_hf.encoder import PSPEncoder
+    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.training.model_setup import copy_shared_rows
+
+    english = [" ".join(WORDS[i : i + 4]) for i in range(len(WORDS) - 4)] * 3
+    english_tokenizer = train_tokenizer(english, vocab_size=60, output_dir=tmp_path / "en")
+    shared_tokenizer = train_tokenizer(
+        english + [translate(s) for s in english], vocab_size=90, output_dir=tmp_path / "x"
+    )
+    source = PSPEncoder.from_tokenizer(english_tokenizer, hidden_size=4, seed=1)
+    target = PSPEncoder.from_tokenizer(shared_tokenizer, hidden_size=4, seed=2)
+    before = target.model.embeddings.weight.detach().clone()
+    copied = copy_shared_rows(target, source)
+    source_vocab, table = english_tokenizer.get_vocab(), source._weights()[0]
+    shared = {piece: row for piece, row in shared_tokenizer.get_vocab().items() if piece in source_vocab}
+    assert copied == len(shared) > 5 and copied < len(shared_tokenizer)
+    after = target.model.embeddings.weight.detach()
+    for piece, row in shared.items():
+        assert np.allclose(after[row].numpy(), table[source_vocab[piece]])
+    others = [row for piece, row in shared_tokenizer.get_vocab().items() if piece not in source_vocab]
+    assert torch.equal(after[others], before[others])

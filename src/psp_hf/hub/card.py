@@ -79,6 +79,10 @@ _SETTING_LABELS = {
     "init_vectors": "word vectors for the initial table",
     "teacher_model": "teacher for the initial table",
     "piece_weights": "piece weights",
+    "teacher_labelled_english": "English sentences with teacher labels",
+    "init_rows_from": "rows of shared pieces copied from",
+    "dev_pairs": "dev pairs held back (bitext)",
+    "max_minutes": "time limit (minutes)",
 }
 # Rendered as their own lines above the settings table.
 _TEACHER_KEYS = ("teacher", "training_text")
