@@ -184,15 +184,6 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     return {"pairs": report["pairs_out"], "inputs": [Path(item["path"]).name for item in report["inputs"]]}
 
 
-def _english(folder: Path) -> list[str]:
-    import pyarrow.parquet as pq
-
-    sentences: dict[str, None] = {}
-    for shard in sorted((folder / "data" / "data").glob("*.parquet")):
-        sentences.update(dict.fromkeys(pq.read_table(shard, columns=["en"]).column("en").to_pylist()))
-    return list(sentences)
-
-
 def _label(code: str, folder: Path, settings: Settings) -> dict:
     from .training.bitext_teacher import BitextTeacher
 
@@ -200,7 +191,9 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
         import torch
 
         torch.set_num_threads(settings.threads)
-    english = _english(folder)
+    from .data.cli_sources import bitext_english
+
+    english = bitext_english(folder / "data")
     labels = BitextTeacher.prepare(english, settings.teacher_cache, settings.teacher, say=lambda m: _say(code, m))
     return {"english": len(english), "labelled_now": labels.labelled_now, "teacher": labels.teacher}
 
