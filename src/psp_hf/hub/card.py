@@ -164,6 +164,11 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     # Known settings first in their usual order, then whatever else the run recorded.
     if "data" in settings:
         settings["data"] = describe_training_data(settings["data"])
+    if settings.get("dev") == "auto":  # what --dev auto stood for in this run
+        bitext = settings.get("lang") not in (None, "en") and settings.get("kind") in ("auto", "bitext")
+        settings["dev"] = "bitext (held-back pairs, mining accuracy)" if bitext else "stsb"
+    if settings.get("teacher_labelled_english"):  # multilingual distillation: no pool batches
+        settings.pop("distill_batch_size", None)
     known = [key for key in _SETTING_LABELS if key in settings]
     order = known + sorted(key for key in settings if key not in _SETTING_LABELS)
     lines = ["| setting | value |", "|---|---|"]
@@ -240,7 +245,8 @@ def describe_training_data(entries: Any) -> str:
         report_path = path / "report" / "report.json"
         if report_path.is_file():
             report = json.loads(report_path.read_text(encoding="utf-8"))
-            inputs = ", ".join(f"`{Path(item.get('path', '')).name}`" for item in report.get("inputs", []))
+            read = [item for item in report.get("inputs", []) if item.get("pairs", 1)]  # not those a limit skipped
+            inputs = ", ".join(f"`{Path(item.get('path', '')).name}`" for item in read)
             languages = "–".join(report.get("languages", []))
             described = f"{report.get('pairs_out', 0):,} {report.get('kind', '')} pairs ({languages})"
             described += f" filtered by `psp prepare {report.get('kind', '')}` from {inputs}"
