@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint bench registry-text distill distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test lint bench registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,44 @@ registry-text: .cache/registry-text/.unpacked
 	cd .cache/registry-text/debs && apt-get download $(REGISTRY_DEBS)
 	for deb in .cache/registry-text/debs/*.deb; do dpkg -x $$deb .cache/registry-text/root; done
 	touch $@
+
+# X-English pairs from Debian packages (issue 13): FreeDict dictionaries and the translated gettext catalogues of
+# common programs, unpacked without installing; `psp prepare registry-bitext --lang xx` reads them from
+# .cache/registry-bitext/root. FreeDict has no Chinese-English dictionary in Debian; zh gets the zh_CN catalogues.
+BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
+	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
+	dict-freedict-eng-tur dict-freedict-eng-rus coreutils bash tar gettext diffutils grep sed findutils \
+	util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget
+
+registry-bitext: .cache/registry-bitext/.unpacked
+
+.cache/registry-bitext/.unpacked:
+	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root
+	cd .cache/registry-bitext/debs && apt-get download $(BITEXT_DEBS)
+	for deb in .cache/registry-bitext/debs/*.deb; do dpkg -x $$deb .cache/registry-bitext/root; done
+	touch $@
+
+# Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under
+# $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
+# $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
+# LANGUAGE_MINUTES is the training budget per language (2-core CPU); labelling the English sides comes on top
+# unless TEACHER_CACHE already holds them.
+LANGUAGES ?= ar de es fr ru tr zh
+LANGUAGES_DIR ?= .cache/languages
+LANGUAGE_MINUTES ?= 20
+LANGUAGE_EPOCHS ?= 5
+LANGUAGE_DIM ?= 1024
+LANGUAGE_THREADS ?= 2
+TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
+LANGUAGE_FLAGS ?=
+
+languages: venv registry-bitext
+	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" --out $(LANGUAGES_DIR) \
+		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --epochs $(LANGUAGE_EPOCHS) \
+		--dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) $(LANGUAGE_FLAGS)
+
+comma := ,
+space := $(empty) $(empty)
 
 # Issue 7, end to end: pool -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
 # Labelling is resumable (re-run the target after an interruption); a killed training run is continued by running

@@ -439,7 +439,7 @@ def test_prepare_bitext_without_spaces_counts_characters(tmp_path):
     # The folder follows the umask like any mkdir (not the 0700 of a temporary folder).
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
     removed = {step["name"]: step["removed"] for step in report["steps"]}
-    assert removed == {"lowercase": 0, "empty": 0, "length": 2, "duplicate": 1, "language": 0}
+    assert removed == {"lowercase": 0, "empty": 0, "length": 2, "duplicate": 1, "evaluation": 0, "language": 0}
     assert report["columns"] == ["zh", "en"] and report["options"]["length_unit"] == "chars"
     assert report["tokenizer"]["trained_on"] == ["zh", "en"]
     card = (tmp_path / "out" / "README.md").read_text()

@@ -181,7 +181,7 @@ def test_card_without_results_or_settings_says_so(encoder, tmp_path):
     path = write_model_card(tmp_path, encoder, language="fr")
     card = ModelCard.load(path)
     assert card.data.eval_results is None and not card.data.to_dict().get("model-index")
-    assert "No evaluation results were recorded" in card.text
+    assert "has not been evaluated yet" in card.text and "--eval-results report.json" in card.text
     assert REPO_ID_PLACEHOLDER.format(language="fr") in card.text
     assert f"{encoder.model.config.vocab_size} pieces × 16 dimensions" in card.text
 

@@ -79,3 +79,10 @@ def make_folder_follow_umask(folder: Path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     folder.chmod(0o777 & ~mask)
+
+
+def vocabulary_warning(pieces: int, asked: int) -> str | None:
+    """The warning for a vocabulary smaller than asked (sentencepiece stops where the text has no more pieces)."""
+    if pieces >= asked:
+        return None
+    return f"warning: vocabulary has {pieces:,} pieces of the {asked:,} asked: the text supports no more"

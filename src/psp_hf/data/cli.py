@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
 from ..cli_types import positive_int
 from ..errors import PSPInputError
@@ -182,64 +181,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_io(bitext)
     bitext.add_argument("--langid", action="store_true", help="also check with langid that the sides are <lang> and en")
     _add_candidates(bitext)
+    bitext.add_argument(
+        "--keep-evaluation-sentences",
+        dest="exclude_evaluation",
+        action="store_false",
+        help="keep pairs with a side equal to an evaluation sentence (STS, STS17, Tatoeba, ...; removed by default)",
+    )
     _add_length(bitext, 3, 100)
     _add_output(bitext)
-    _add_distillation(sub)
+    registry = sub.add_parser(
+        "registry-bitext",
+        help="X-English pairs from Debian packages: FreeDict dictionaries, gettext catalogues",
+        description="Read the FreeDict dictionaries and translated gettext catalogues of unpacked Debian packages "
+        "(make registry-bitext) for --lang and filter them like `psp prepare bitext` (length 1-60 tokens, "
+        "duplicates, evaluation sentences, language ID between --lang and English); licences in the card.",
+    )
+    registry.add_argument("--lang", required=True, help="the non-English language (ar, de, es, fr, ru, tr, zh, ...)")
+    registry.add_argument("--out", required=True, help="write the dataset folder here (atomically)")
+    registry.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    registry.add_argument("--root", default=None, help="where the packages were unpacked (default .cache/...)")
+    registry.add_argument(
+        "--sources", type=_languages, default=["freedict", "gettext"], help="freedict,gettext (default both)"
+    )
+    registry.add_argument("--per-source-limit", type=positive_int, default=None, help="pairs read per source")
+    registry.add_argument("--no-langid", dest="langid", action="store_false", help="skip language identification")
+    registry.add_argument("--vocab-size", type=positive_int, default=50000)
+    registry.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    from .cli_sources import add_source_commands
 
-
-def _add_distillation(sub) -> None:
-    pool = sub.add_parser(
-        "pool",
-        help="build the unlabelled English pool for distillation",
-        description="Gather, clean and dedupe English text of the data folder and of installed registry "
-        "packages (make registry-text), with every evaluation sentence removed; writes sentences.parquet, "
-        "sentences.txt and report.json into --out and prints the report.",
-    )
-    pool.add_argument("--out", required=True, help="output folder (files replaced atomically)")
-    pool.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
-    pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
-
-    label = sub.add_parser(
-        "label",
-        help="embed the pool with a teacher (resumable)",
-        description="Embed every pool sentence not yet in --cache with a sentence-transformers teacher; a killed "
-        "run continues from its last complete chunk.",
-    )
-    label.add_argument("--corpus", required=True, help="pool folder, parquet or txt from `psp prepare pool`")
-    label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
-    label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
-    label.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1: the machine is shared)")
-    label.add_argument(
-        "--backend",
-        choices=["onnx-int8", "onnx", "torch"],
-        default="onnx-int8",
-        help="how the teacher runs: ONNX Runtime with int8 weights (default, fastest on a CPU), ONNX fp32, or the "
-        "sentence-transformers model itself (torch; needed for --device cuda)",
-    )
-    label.add_argument(
-        "--max-sentences", type=positive_int, default=None, help="label only the pool's first N sentences"
-    )
-    label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
-    label.add_argument("--batch-size", type=positive_int, default=32, help="sentences per teacher batch")
-    label.add_argument("--device", default="cpu")
-    label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
-
-    mine = sub.add_parser(
-        "mine-pairs",
-        help="mine paraphrase pairs from a teacher cache",
-        description="Pair each pool sentence with its nearest teacher neighbour (cosine >= --threshold), drop "
-        "near-copies (trigram overlap >= --max-trigram-overlap), write a sentence1/sentence2/score TSV.",
-    )
-    mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
-    mine.add_argument("--out", required=True, help="pairs TSV to write (atomically)")
-    mine.add_argument("--threshold", type=_fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
-    mine.add_argument(
-        "--max-trigram-overlap",
-        type=_fraction,
-        default=0.5,
-        help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
-    )
-    mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large pools")
+    add_source_commands(sub)
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -257,69 +227,12 @@ def _command(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
-def _run_pool(args: argparse.Namespace) -> int:
-    import json
-
-    from .checks import check_output_folder
-    from .pool import build_pool
-
-    check_output_folder(Path(args.out), overwrite=True, replaces=False)
-    result = build_pool(args.out, args.data, registry=not args.no_registry)
-    print(json.dumps(result.report, indent=2, ensure_ascii=False))
-    return 0
-
-
-def _run_label(args: argparse.Namespace) -> int:
-    from .checks import check_output_folder
-    from .teacher_labels import label_pool
-
-    corpus = Path(args.corpus)
-    pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
-    if not pool_file.is_file():
-        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
-    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
-    count, total, seconds = label_pool(
-        corpus,
-        args.cache,
-        teacher=args.teacher,
-        threads=args.threads,
-        chunk_size=args.chunk_size,
-        batch_size=args.batch_size,
-        device=args.device,
-        progress=True if args.progress else None,
-        backend=args.backend,
-        max_sentences=args.max_sentences,
-    )
-    print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
-    return 0
-
-
-def _run_mine_pairs(args: argparse.Namespace) -> int:
-    from .checks import check_output_file
-    from .mined_pairs import mine_cache
-    from .teacher_labels import CHUNK_GLOB
-
-    cache = Path(args.cache)
-    if not cache.is_dir() or not any(cache.glob(CHUNK_GLOB)):
-        raise PSPInputError(f"--cache {cache}: no teacher labels there (make them with `psp prepare label`)")
-    check_output_file(args.out)
-    mined, total = mine_cache(
-        cache, args.out, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
-    )
-    print(
-        f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
-        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.out}"
-    )
-    return 0
-
-
-_DISTILLATION = {"pool": _run_pool, "label": _run_label, "mine-pairs": _run_mine_pairs}
-
-
 def run(args: argparse.Namespace) -> int:
     """Run `psp prepare`; the recipes print a summary of the counts on stderr."""
-    if args.kind in _DISTILLATION:
-        return _DISTILLATION[args.kind](args)
+    from .cli_sources import SOURCE_COMMANDS
+
+    if args.kind in SOURCE_COMMANDS:
+        return SOURCE_COMMANDS[args.kind](args)
     from .prepare import prepare_bitext, prepare_paraphrases
 
     if args.out is None and args.push_to_hub is None:
@@ -364,7 +277,9 @@ def run(args: argparse.Namespace) -> int:
             **common,
         )
     else:
-        report = prepare_bitext(args.inputs, args.lang, langid=args.langid, **common)
+        report = prepare_bitext(
+            args.inputs, args.lang, langid=args.langid, exclude_evaluation=args.exclude_evaluation, **common
+        )
     if not args.quiet:
         _print_summary(report)
     return 0
@@ -380,6 +295,8 @@ def _print_summary(report: dict) -> None:
         removed = f"{step['removed']:,}" if step["enabled"] else "off"
         lines.append(f"  removed by {step['name']}: {removed}")
     lines.append(f"pairs out: {report['pairs_out']:,} ({report['pairs_per_second']:,.0f} pairs/s)")
+    if (report.get("tokenizer") or {}).get("warning"):
+        lines.append(report["tokenizer"]["warning"])
     where = report.get("path") or report.get("url")
     if report.get("path"):
         lines.append(f"wrote {report['path']} (report in {report['path']}/report/)")

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import PSPInputError
 from .dataset_repo import load_prepared_tokenizer, push_dataset, tokenizer_folder
+from .evaluation_filter import DropEvaluationSentences
 from .filters import (
     DropDuplicates,
     DropEmpty,
@@ -172,15 +173,17 @@ def prepare_bitext(
     langid_candidates: Sequence[str] | None = None,
     lowercase: bool = True,
     dedupe: bool = True,
+    exclude_evaluation: bool = True,
     **run,
 ) -> dict:
     """Filter `lang`–English bitext into a datasets folder with columns `<lang>` and `en`.
 
     Steps: lowercasing, empty side, token length of both sides in [min_tokens, max_tokens] (the `lang` side
     in characters for languages written without spaces, e.g. zh/ja/th, unless `length_unit` says otherwise),
-    exact duplicates of the ordered pair, optionally langid (`lang` side is `lang`, English side is `en`),
-    then a random order. The sentencepiece vocabulary is trained on both sides together. `run` takes the
-    settings of `run_recipe`, as for `prepare_paraphrases`.
+    exact duplicates of the ordered pair, evaluation sentences (`exclude_evaluation`: a side equal to a sentence
+    of STS, STS17, Tatoeba, ... by normalised exact match; see `evaluation_filter`), optionally langid (`lang`
+    side is `lang`, English side is `en`), then a random order. The sentencepiece vocabulary is trained on both
+    sides together. `run` takes the settings of `run_recipe`, as for `prepare_paraphrases`.
     """
     if not lang or lang == "en":
         raise PSPInputError(f"--lang must name the non-English language (e.g. de), got {lang!r}")
@@ -193,6 +196,7 @@ def prepare_bitext(
             DropEmpty(),
             LengthRange(min_tokens, max_tokens, (unit, "words"), enabled=length_filter),
             DropDuplicates(ordered=True, enabled=dedupe),
+            DropEvaluationSentences(enabled=exclude_evaluation),
             _language_step((lang, "en"), langid, langid_candidates),
         ]
 
@@ -212,6 +216,7 @@ def prepare_bitext(
             "length_unit": unit,
             "lowercase": lowercase,
             "dedupe": dedupe,
+            "exclude_evaluation": exclude_evaluation,
         },
     )
     return run_recipe(recipe, inputs, out, lowercase=lowercase, **run)

@@ -222,6 +222,10 @@ def run_recipe(
                 "lowercase": lowercase,
                 "trained_on": columns[:2],
             }
+            if len(tokenizer) < vocab_size:
+                from .checks import vocabulary_warning
+
+                tokenizer_info["warning"] = vocabulary_warning(len(tokenizer), vocab_size)
         options = {
             **recipe.options,
             "shuffle": shuffle,
@@ -332,6 +336,8 @@ def _step_report(chain: FilterChain) -> list[dict]:
             entry["changed"] = step.changed
         if isinstance(step, DropDuplicates):
             entry["hash_bytes"] = step.seen.nbytes
+        if getattr(step, "matched", None) is not None:  # evaluation sentences: matches per evaluation set
+            entry["matched_by_set"] = dict(sorted(step.matched.items()))
         steps.append(entry)
     return steps
 

@@ -79,6 +79,10 @@ _SETTING_LABELS = {
     "init_vectors": "word vectors for the initial table",
     "teacher_model": "teacher for the initial table",
     "piece_weights": "piece weights",
+    "teacher_labelled_english": "English sentences with teacher labels",
+    "init_rows_from": "rows of shared pieces copied from",
+    "dev_pairs": "dev pairs held back (bitext)",
+    "max_minutes": "time limit (minutes)",
 }
 # Rendered as their own lines above the settings table.
 _TEACHER_KEYS = ("teacher", "training_text")
@@ -158,10 +162,20 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     if not settings:
         return "The training settings were not recorded with this checkpoint."
     # Known settings first in their usual order, then whatever else the run recorded.
+    if "data" in settings:
+        settings["data"] = describe_training_data(settings["data"])
+    if settings.get("dev") == "auto":  # what --dev auto stood for in this run
+        bitext = settings.get("lang") not in (None, "en") and settings.get("kind") in ("auto", "bitext")
+        settings["dev"] = "bitext (held-back pairs, mining accuracy)" if bitext else "stsb"
+    if settings.get("teacher_labelled_english"):  # multilingual distillation: no pool batches
+        settings.pop("distill_batch_size", None)
     known = [key for key in _SETTING_LABELS if key in settings]
     order = known + sorted(key for key in settings if key not in _SETTING_LABELS)
     lines = ["| setting | value |", "|---|---|"]
-    lines += [f"| {_SETTING_LABELS.get(key, key)} | {_format_setting(settings[key])} |" for key in order]
+    lines += [
+        f"| {_SETTING_LABELS.get(key, key)} | {settings[key] if key == 'data' else _format_setting(settings[key])} |"
+        for key in order
+    ]
     return "\n".join(lines)
 
 
@@ -203,7 +217,10 @@ def _dataset_cell(row: ResultRow) -> str:
 
 def _results_table(rows: list[ResultRow]) -> str:
     if not rows:
-        return "No evaluation results were recorded with this checkpoint."
+        return (
+            "This checkpoint has not been evaluated yet. `psp eval -m MODEL_DIR -o report.json` measures it, and "
+            "`psp push MODEL_DIR REPO_ID --language LANG --eval-results report.json` puts the numbers here."
+        )
     with_baseline = any(row.baseline is not None for row in rows)
     header = "| task | dataset | metric | this model |" + (" untrained table |" if with_baseline else "")
     lines = [header, "|---|---|---|---|" + ("---|" if with_baseline else "")]
@@ -216,6 +233,31 @@ def _results_table(rows: list[ResultRow]) -> str:
             line += f" {_format_number(row.baseline) if row.baseline is not None else '—'} |"
         lines.append(line)
     return "\n".join(lines)
+
+
+def describe_training_data(entries: Any) -> str:
+    """The training data as a reader of the card can know it: a Hub dataset id, or what a local file or prepared
+    folder holds (from `psp prepare`'s report when there is one), never the path on the training machine."""
+    parts = []
+    for entry in [entries] if isinstance(entries, str) else list(entries or []):
+        text = str(entry)
+        path = Path(text)
+        report_path = path / "report" / "report.json"
+        if report_path.is_file():
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+            read = [item for item in report.get("inputs", []) if item.get("pairs", 1)]  # not those a limit skipped
+            inputs = ", ".join(f"`{Path(item.get('path', '')).name}`" for item in read)
+            languages = "–".join(report.get("languages", []))
+            described = f"{report.get('pairs_out', 0):,} {report.get('kind', '')} pairs ({languages})"
+            described += f" filtered by `psp prepare {report.get('kind', '')}` from {inputs}"
+            if report.get("repo_id"):
+                described = f"`{report['repo_id']}`: {described}"
+            parts.append(described)
+        elif re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not os.path.exists(text):
+            parts.append(f"`{text}` (Hub dataset)")
+        else:
+            parts.append(f"`{path.name}` (a local file)")
+    return "; ".join(parts) if parts else "—"
 
 
 def _datasets(training_info: Mapping[str, Any]) -> list[str]:

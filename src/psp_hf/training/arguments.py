@@ -24,7 +24,8 @@ KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
 # --dev name -> split of psp_hf.evaluation.sts_dev_score
 DEV_SPLITS = {"stsb": "stsb-dev", "sts17": "sts17-en-en"}
-DEV_SETS = (*DEV_SPLITS, "none")
+# bitext: mining accuracy on pairs held back from --data; auto: bitext for X-English runs, else stsb
+DEV_SETS = (*DEV_SPLITS, "bitext", "auto", "none")
 SPARSE_CHOICES = ("auto", "on", "off")
 INIT_CHOICES = ("random", "teacher", "word-vectors")
 PIECE_WEIGHT_CHOICES = ("none", "sif")
@@ -181,9 +182,24 @@ class TrainingArguments:
             "paraphrase); needs --teacher-cache; sentences the cache lacks are not filtered"
         ),
     )
+    teacher: str | None = field(
+        default=None,
+        metadata=_arg(
+            "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
+            "all-MiniLM-L6-v2) labels the English sides into --teacher-cache (default OUTPUT_DIR/training/"
+            "teacher-labels; labelled once, resumable) and both sides learn teacher(English); implies "
+            "--distill-weight 1 unless given"
+        ),
+    )
+    init_rows_from: str | None = field(
+        default=None,
+        metadata=_arg("copy the rows of pieces this psp model's vocabulary shares (e.g. the English model)"),
+    )
+    dev_pairs: int = field(default=1000, metadata=_arg("--dev bitext: pairs of --data held back as the dev set"))
     # ---- schedule
     epochs: int = field(default=1, metadata=_arg("passes over the data"))
     max_steps: int = field(default=0, metadata=_arg("stop after this many mini-batches (0: no limit)"))
+    max_minutes: float = field(default=0.0, metadata=_arg("stop after this many minutes of training (0: no limit)"))
     seed: int = field(default=0, metadata=_arg("seed of the initial table, the shuffling and dropout"))
     # ---- bookkeeping
     save_every: int = field(
@@ -192,8 +208,12 @@ class TrainingArguments:
     eval_every: int = field(default=1000, metadata=_arg("evaluate on the dev set every N steps (0: start/end only)"))
     log_every: int = field(default=50, metadata=_arg("write a metrics line every N steps"))
     dev: str = field(
-        default="stsb",
-        metadata=_arg("dev set: STS Benchmark dev, the 250-pair STS17 en-en set, or none", choices=DEV_SETS),
+        default="auto",
+        metadata=_arg(
+            "dev set: STS Benchmark dev, the 250-pair STS17 en-en set, bitext (mining accuracy on --dev-pairs "
+            "pairs held back from --data), none; auto: bitext for X-English bitext, else stsb",
+            choices=DEV_SETS,
+        ),
     )
     data_dir: str | None = field(default=None, metadata=_arg("folder of the evaluation data (default: $PSP_DATA)"))
     keep: str = field(
@@ -236,11 +256,20 @@ class TrainingArguments:
             "log_every",
             "tokenizer_sentences",
             "distill_batch_size",
+            "dev_pairs",
         )
         for name in positive:
             if getattr(self, name) < 1:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        for name in ("megabatch_anneal", "max_steps", "save_every", "eval_every", "threads", "shuffle_buffer"):
+        for name in (
+            "megabatch_anneal",
+            "max_steps",
+            "max_minutes",
+            "save_every",
+            "eval_every",
+            "threads",
+            "shuffle_buffer",
+        ):
             if getattr(self, name) < 0:
                 raise PSPInputError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
@@ -275,47 +304,24 @@ class TrainingArguments:
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 
     def _validate_teacher(self) -> None:
-        if self.distill_weight < 0 or self.margin_weight < 0:
-            raise PSPInputError(
-                f"--distill-weight and --margin-weight must be >= 0, got {self.distill_weight}, {self.margin_weight}"
-            )
-        if self.distill_weight > 0 and not self.teacher_cache:
-            raise PSPInputError("--distill-weight needs --teacher-cache (a folder made by psp prepare label)")
-        if self.teacher_cache and not Path(self.teacher_cache).is_dir():
-            raise PSPInputError(f"--teacher-cache {self.teacher_cache}: no such folder")
-        if self.teacher_cache and self.distill_weight == 0 and (self.margin_weight == 0 or not self.data):
-            raise PSPInputError(
-                "distillation only (no --data or --margin-weight 0) needs --distill-weight > 0, e.g. --distill-weight 1"
-            )
-        if self.data and self.margin_weight == 0 and self.distill_weight == 0:
-            raise PSPInputError("--margin-weight 0 and --distill-weight 0: nothing to train")
-        if self.teacher_negative_threshold is not None:
-            if not self.teacher_cache:
-                raise PSPInputError("--teacher-negative-threshold needs --teacher-cache (the teacher's vectors)")
-            if not -1.0 <= self.teacher_negative_threshold <= 1.0:
-                raise PSPInputError(
-                    f"--teacher-negative-threshold is a cosine in [-1, 1], got {self.teacher_negative_threshold}"
-                )
-            if self.distill_only():
-                raise PSPInputError(
-                    "--teacher-negative-threshold filters the margin loss's negatives: it needs "
-                    "--data and --margin-weight > 0"
-                )
-        if self.init == "word-vectors" and not self.init_vectors:
-            raise PSPInputError("--init word-vectors needs --init-vectors FILE")
-        if self.init_vectors and self.init != "word-vectors":
-            raise PSPInputError("--init-vectors is only used with --init word-vectors")
-        if self.init_vectors and not Path(self.init_vectors).is_file():
-            raise PSPInputError(f"--init-vectors {self.init_vectors}: no such file")
-        if self.init_from and (self.init != "random" or self.tokenizer):
-            raise PSPInputError("--init-from brings its own table and tokenizer: drop --init and --tokenizer")
-        if self.teacher_model and self.init != "teacher":
-            raise PSPInputError("--teacher-model is only used with --init teacher")
+        from .teacher_arguments import validate_teacher_settings
+
+        validate_teacher_settings(self)
 
     # ---- derived settings
     def distill_only(self) -> bool:
         """True when the run trains on the teacher cache's pool alone (no margin loss)."""
-        return bool(self.teacher_cache) and (not self.data or self.margin_weight == 0)
+        return bool(self.teacher_cache) and (not self.data or self.margin_weight == 0) and not self.pair_distill()
+
+    def pair_distill(self) -> bool:
+        """True for multilingual distillation: bitext pairs whose two sides learn the teacher's English vector."""
+        return bool(self.data and self.teacher_cache and self.distill_weight > 0) and self.resolved_kind() == "bitext"
+
+    def resolved_dev(self) -> str:
+        """The dev set --dev auto stands for: bitext for X-English bitext, else stsb."""
+        if self.dev != "auto":
+            return self.dev
+        return "bitext" if self.data and self.resolved_kind() == "bitext" else "stsb"
 
     def column_pair(self) -> list[str]:
         """`--columns` split into names."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..io import decode_line, iter_raw_lines
+from .bitext_teacher import pair_key
 
 # Column pairs recognised without --columns, in order of preference.
 KNOWN_COLUMN_PAIRS = [
@@ -307,6 +308,7 @@ class PairStream:
         rank: int = 0,
         world_size: int = 1,
         read_size: int = 1024,
+        exclude: set[int] | None = None,
     ):
         from datasets.distributed import split_dataset_by_node
 
@@ -323,6 +325,8 @@ class PairStream:
         self.skipped_rows = 0
         self.bad_lines = 0  # malformed lines skipped under --skip-bad-lines (this process's share)
         self.report_bad_lines = rank == 0
+        # Pairs held back as the dev set (`bitext_teacher.pair_key` of each): skipped, still counted as read.
+        self.exclude = exclude or set()
 
     def _bad_line(self, message: str) -> None:
         self.bad_lines += 1
@@ -355,6 +359,8 @@ class PairStream:
                         continue
                     if not (isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()):
                         self.skipped_rows += 1
+                        continue
+                    if self.exclude and pair_key(a, b) in self.exclude:
                         continue
                     first.append(a)
                     second.append(b)

@@ -165,7 +165,7 @@ def finish_run(trainer) -> None:
         )
         best_text = ""
         if state.best_score is not None:
-            best_text = f"; dev {args.dev} best {state.best_score:.2f} at step {state.best_step}"
+            best_text = f"; dev {args.resolved_dev()} best {state.best_score:.2f} at step {state.best_step}"
         trainer._say(
             f"done: {state.step} steps, {seen} in {state.train_seconds:.1f}s; model in {trainer.output_dir}{best_text}"
         )
@@ -184,6 +184,8 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
         "train_seconds": round(state.train_seconds, 1),
         "kept": kept,
     }
+    if getattr(trainer, "bitext_teacher", None) is not None:
+        info.update(trainer.bitext_teacher.text_info())
     if trainer.pool is not None:
         info.update(trainer.pool.text_info())
         info["sentences_seen"] = state.sentences_seen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,9 +41,9 @@ def load_or_train_tokenizer(
     """The run's tokenizer, kept in `folder`: --tokenizer, or trained on the training text (main process)."""
     from transformers import PreTrainedTokenizerFast
 
-    if args.init_from:
+    if args.init_from or args.init_rows_from:
         # The table's width decides the model's; the tokenizer is the one the table was trained with.
-        args.dim = initial_model(args.init_from).dim
+        args.dim = initial_model(args.init_from or args.init_rows_from).dim
     if resuming:
         return PreTrainedTokenizerFast.from_pretrained(folder)
     if is_main:
@@ -51,6 +52,9 @@ def load_or_train_tokenizer(
             initial_model(args.init_from).tokenizer.save_pretrained(folder)
         elif args.tokenizer:
             PreTrainedTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(folder)
+        elif (prepared := prepared_tokenizer(args.data)) is not None:
+            say(f"using the {len(prepared)}-piece tokenizer that psp prepare trained with {args.data[0]}")
+            prepared.save_pretrained(folder)
         else:
             from ..tokenizer import train_tokenizer
 
@@ -58,15 +62,37 @@ def load_or_train_tokenizer(
                 f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
                 "sentences of the training text"
             )
-            train_tokenizer(
+            trained = train_tokenizer(
                 texts(args.tokenizer_sentences),
                 vocab_size=args.vocab_size,
                 output_dir=folder,
                 lowercase=args.lowercase,
                 seed=args.seed,
             )
+            from ..data.checks import vocabulary_warning
+
+            warning = vocabulary_warning(len(trained), args.vocab_size)
+            if warning:  # shown even with --quiet: the run goes on with a smaller model than asked
+                print(f"psp train: {warning}", file=sys.stderr, flush=True)
     wait_for_everyone()
     return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def prepared_tokenizer(data: list[str]):
+    """The tokenizer `psp prepare` saved with a prepared dataset (`--data FOLDER` or a Hub dataset id), or None."""
+    if len(data) != 1:
+        return None
+    from ..data.dataset_repo import load_prepared_tokenizer
+
+    entry = data[0]
+    if Path(entry).is_dir():
+        return load_prepared_tokenizer(entry)
+    if Path(entry).exists() or entry.startswith((".", "/", "~")) or entry.count("/") != 1:
+        return None
+    try:  # a Hub dataset id: its tokenizer/ folder if it has one
+        return load_prepared_tokenizer(entry)
+    except Exception:  # offline, private, or not a dataset repo: train one as for any other data
+        return None
 
 
 def initialise(
@@ -98,6 +124,9 @@ def initialise(
             f"pieces found ({100 * found.coverage:.1f}%)"
         )
         set_table(encoder, found.table)
+    if args.init_rows_from:
+        copied = copy_shared_rows(encoder, initial_model(args.init_rows_from))
+        say(f"copied the rows of {copied:,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
     if args.piece_weights == "sif":
         from ..piece_weights import piece_counts, sif_weights
 
@@ -105,3 +134,25 @@ def initialise(
         with torch.no_grad():
             encoder.model.piece_weights.copy_(torch.from_numpy(sif_weights(counts)))
         say(f"SIF piece weights from {int(counts.sum())} pieces of the training text")
+
+
+def copy_shared_rows(encoder, source) -> int:
+    """Copy into `encoder`'s table the row of every piece `source`'s vocabulary also has; returns how many.
+
+    The pieces are matched by their text, so an English model lends its rows to the English pieces of a
+    vocabulary shared with another language; the other rows keep their initial values.
+    """
+    import numpy as np
+
+    source_vocab = source.tokenizer.get_vocab()
+    pairs = [
+        (row, source_vocab[piece]) for piece, row in encoder.tokenizer.get_vocab().items() if piece in source_vocab
+    ]
+    if not pairs:
+        return 0
+    target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
+    table = source._weights()[0]
+    with torch.no_grad():
+        weight = encoder.model.embeddings.weight
+        weight[torch.from_numpy(target_rows)] = torch.from_numpy(np.asarray(table[source_rows], dtype=np.float32))
+    return len(pairs)

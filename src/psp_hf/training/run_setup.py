@@ -35,6 +35,9 @@ RESUME_FIXED = (
     "negatives",
     "seed",
     "teacher_cache",
+    "teacher",
+    "dev_pairs",
+    "init_rows_from",
     "distill_batch_size",
     "init",
     "init_std",
@@ -120,7 +123,7 @@ class RunSetup:
 
         self.kind = args.resolved_kind()
         self.distill_only = args.distill_only()
-        self.source = self.stream = None
+        self.source = self.stream = self.bitext_teacher = self.bitext_dev = None
         if args.data:
             self.source = PairSource(
                 args.data,
@@ -135,6 +138,7 @@ class RunSetup:
                 from .language_check import check_declared_language
 
                 check_declared_language(self.source, args.lang, self.kind)
+            held_back = self._scan_bitext() if args.resolved_dev() == "bitext" or args.pair_distill() else None
             self.stream = PairStream(
                 self.source,
                 batch_size=args.batch_size,
@@ -142,9 +146,10 @@ class RunSetup:
                 seed=args.seed,
                 rank=self.rank,
                 world_size=self.world_size,
+                exclude=held_back,
             )
         self.pool = None
-        if args.teacher_cache:
+        if args.teacher_cache and not args.pair_distill():
             from .distill import TeacherPool
 
             self.pool = TeacherPool(args.teacher_cache, seed=args.seed, rank=self.rank, world_size=self.world_size)
@@ -164,11 +169,47 @@ class RunSetup:
             from .trackers import TrackerSink
 
             self.metrics.sink = TrackerSink(accelerator, args.to_dict())
-        self.dev_split = DEV_SPLITS.get(args.dev) if self.is_main else None
+        self.dev_split = DEV_SPLITS.get(args.resolved_dev()) if self.is_main else None
+        self.dev_metric = "dev_bitext_accuracy" if self.bitext_dev else f"dev_{args.resolved_dev()}_pearson"
         if self.dev_split is not None:
             from ..evaluation import sts_dev_score
 
             sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
+
+    def _scan_bitext(self) -> set[int]:
+        """One pass over the bitext: the dev pairs to hold back and, for distillation, the English sides' labels."""
+        from .bitext_teacher import BitextTeacher, scan_bitext
+
+        args = self.args
+        dev = args.resolved_dev() == "bitext"
+        scan = scan_bitext(self.source, args.dev_pairs if dev else 0, english=args.pair_distill())
+        if dev:
+            if not scan.dev:
+                raise PSPInputError(f"--dev bitext: none of the {scan.pairs} pairs of --data could be held back")
+            self.bitext_dev = scan.dev
+            self._say(f"dev set: {len(scan.dev)} of {scan.pairs:,} pairs held back (mining accuracy, both directions)")
+        if args.pair_distill():
+            self.bitext_teacher = BitextTeacher.prepare(
+                scan.english,
+                args.teacher_cache,
+                args.teacher,
+                self.is_main,
+                self.accelerator.wait_for_everyone,
+                self._say,
+            )
+        return scan.dev_keys
+
+    def _dev_score(self) -> float | None:
+        """The dev score of the current weights (main process): mining accuracy or STS Pearson; None without one."""
+        if not self.is_main or (self.bitext_dev is None and self.dev_split is None):
+            return None
+        if self.bitext_dev is not None:
+            from .bitext_teacher import mining_accuracy
+
+            return mining_accuracy(self._cpu_encoder(), self.bitext_dev)
+        from ..evaluation import sts_dev_score
+
+        return sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
 
     def _check_folder(self) -> bool:
         """Check --output-dir and --resume against what is there, clear stale temporaries; True when resuming."""
@@ -247,16 +288,16 @@ class RunSetup:
         self.model = encoder.model
         if self.distilling:
             self.pool.tokenize(encoder)
+        teacher = self.pool or self.bitext_teacher
         if not resuming:
-            teacher = self.pool.teacher if self.pool is not None else None
-            initialise(encoder, args, teacher, self._texts, self._say)
+            initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self._say)
         if self.model.piece_weights is not None:
             # SIF weights are frequencies, not parameters: they stay as computed.
             self.model.piece_weights.requires_grad_(False)
         self.projection = None
-        if self.distilling and self.pool.dim != args.dim:
+        if (self.distilling or self.bitext_teacher is not None) and teacher.dim != args.dim:
             torch.manual_seed(args.seed + 1)
-            self.projection = torch.nn.Linear(args.dim, self.pool.dim, bias=False)
+            self.projection = torch.nn.Linear(args.dim, teacher.dim, bias=False)
         from .matryoshka import parse_nested_dims
 
         self.nested = parse_nested_dims(args.matryoshka_dims, args.matryoshka_weights, args.dim)
@@ -307,6 +348,14 @@ class RunSetup:
                 f"{self.kind} pairs from {self.source.description} (columns {self.source.first_column}, "
                 f"{self.source.second_column}); negatives from {args.resolved_negatives()}; {optimizer_text}; "
                 f"{machine}"
+            )
+        if self.bitext_teacher is not None:
+            bitext = self.bitext_teacher
+            self._say(
+                f"multilingual distillation: both sides toward teacher {bitext.teacher} (dim {bitext.dim}) of the "
+                f"English side ({len(bitext):,} labels, {bitext.labelled_now:,} new), weight {args.distill_weight}; "
+                f"margin weight {args.margin_weight}"
+                + (f"; learned projection {args.dim} -> {bitext.dim}" if self.projection is not None else "")
             )
         if self.pool is not None:
             role = (

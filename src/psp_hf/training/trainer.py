@@ -32,7 +32,7 @@ import torch
 from ..errors import PSPInputError
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
-from .distillation_loss import distill_loss
+from .distillation_loss import distill_loss, pair_distill_loss
 from .export import finish_run
 from .margin_loss import margin_loss
 from .matryoshka import nested_distill_loss, nested_loss
@@ -87,7 +87,7 @@ class Trainer(RunSetup):
         if state.step == 0 and not args.resume:
             score = self.evaluate()
             if score is not None:
-                self._say(f"untrained model: dev {args.dev} Pearson {score:.2f}")
+                self._say(f"untrained model: {self.dev_metric} {score:.2f}")
 
         from tqdm.auto import tqdm
 
@@ -144,12 +144,16 @@ class Trainer(RunSetup):
             start = 0
             for batch in texts:
                 distill = self._next_distill_batch() if self.distilling else None
+                if self.bitext_teacher is not None:  # multilingual distillation: the English side's teacher vectors
+                    distill = (None, None, self.bitext_teacher.lookup(batch.second).to(self.device))
                 result = self._train_step(megabatch, negatives, start, len(batch), distill)
                 start += len(batch)
                 state.positions[self.rank] = batch.position
                 pairs = len(batch) * self.world_size
                 state.pairs_seen += pairs
-                if self._after_step(result, pairs, 0 if distill is None else len(distill[1]) * self.world_size):
+                if self._after_step(
+                    result, pairs, 0 if distill is None or distill[1] is None else len(distill[1]) * self.world_size
+                ):
                     return True
             self._maybe_save()
 
@@ -229,9 +233,13 @@ class Trainer(RunSetup):
             first_negative = torch.where(first_valid, first_negative, second)
             second_negative = torch.where(second_valid, second_negative, first)
             parts = [first, second, first_negative] + ([] if args.one_sided else [second_negative])
+            if self.bitext_teacher is not None:  # the pair's two sides last: they are mapped into the teacher's space
+                parts = parts[2:] + parts[:2]
             flat_ids, offsets = megabatch.bags(torch.cat(parts))
         project_last = 0
-        if distill is not None:
+        if distill is not None and distill[0] is None:
+            project_last, targets = 2 * size, distill[2]
+        elif distill is not None:
             distill_ids, distill_offsets, targets = distill
             project_last = distill_offsets.numel()
             if flat_ids is None:
@@ -248,6 +256,8 @@ class Trainer(RunSetup):
         loss = margin_part = distill_part = None
         if megabatch is not None:
             sides = list(embeddings[: len(parts) * size].split(size))
+            if self.bitext_teacher is not None:
+                sides = sides[-2:] + sides[:-2]
             margin_part = nested_loss(
                 margin_loss,
                 sides if not args.one_sided else [*sides, None],
@@ -258,10 +268,11 @@ class Trainer(RunSetup):
             )
             loss = args.margin_weight * margin_part
         if distill is not None:
+            objective = pair_distill_loss if distill[0] is None else distill_loss
             if isinstance(projected, list):  # Matryoshka: one mapped tensor per prefix length
-                distill_part = nested_distill_loss(distill_loss, projected, targets, self.nested)
+                distill_part = nested_distill_loss(objective, projected, targets, self.nested)
             else:
-                distill_part = distill_loss(projected, targets)
+                distill_part = objective(projected, targets)
             loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
@@ -292,6 +303,8 @@ class Trainer(RunSetup):
         window.sentences += sentences
         self.progress.update(1)
         at_limit = bool(args.max_steps and state.step >= args.max_steps)
+        if args.max_minutes and state.train_seconds + time.perf_counter() - self.tick >= 60 * args.max_minutes:
+            at_limit = True  # the time budget (not reproducible step for step, unlike --max-steps)
         if state.step % args.log_every == 0 or at_limit:
             self._stop_clock()
             self._log_window()
@@ -316,6 +329,8 @@ class Trainer(RunSetup):
             "pairs_per_s": window.pairs / max(window.seconds, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
         }
+        if self.bitext_teacher is not None:
+            record.update(margin_loss=float(window.margin) / steps, distill_loss=float(window.distill) / steps)
         if self.pool is not None:
             if not self.distill_only:
                 record["margin_loss"] = float(window.margin) / steps
@@ -344,12 +359,11 @@ class Trainer(RunSetup):
     # ------------------------------------------------------------------------------ evaluate and save
     def evaluate(self) -> float | None:
         """Dev score of the current weights (main process; None elsewhere or without a dev set)."""
-        if self.dev_split is None:
+        score = self._dev_score()
+        if score is None:
             return None
-        from ..evaluation import sts_dev_score
         from .export import save_weights
 
-        score = sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
         state = self.state
         state.last_score, state.last_eval_step = score, state.step
         if state.step > 0 and (state.best_score is None or score > state.best_score):
@@ -361,7 +375,7 @@ class Trainer(RunSetup):
                 "event": "eval",
                 "step": state.step,
                 "epochs_done": state.epoch,
-                f"dev_{self.args.dev}_pearson": score,
+                self.dev_metric: score,
                 "best": state.best_score,
                 "best_step": state.best_step,
             }

@@ -1,0 +1,217 @@
+"""`psp prepare pool|label|mine-pairs|registry-bitext`: text for distillation and bitext from the package registry."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ..cli_types import positive_int
+from ..errors import PSPInputError
+
+
+def _names(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {value!r}")
+    return names
+
+
+def _fraction(value: str) -> float:
+    from .cli import _fraction as fraction
+
+    return fraction(value)
+
+
+def add_source_commands(sub) -> None:
+    """The sub-subcommands `pool`, `label`, `mine-pairs` and `registry-bitext` of `psp prepare`."""
+    pool = sub.add_parser(
+        "pool",
+        help="build the unlabelled English pool for distillation",
+        description="Gather, clean and dedupe English text of the data folder and of installed registry "
+        "packages (make registry-text), with every evaluation sentence removed; writes sentences.parquet, "
+        "sentences.txt and report.json into --out and prints the report.",
+    )
+    pool.add_argument("--out", required=True, help="output folder (files replaced atomically)")
+    pool.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
+    pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
+
+    label = sub.add_parser(
+        "label",
+        help="embed the pool with a teacher (resumable)",
+        description="Embed every pool sentence not yet in --cache with a sentence-transformers teacher; a killed "
+        "run continues from its last complete chunk.",
+    )
+    label.add_argument(
+        "--corpus",
+        required=True,
+        help="pool folder, parquet or txt from `psp prepare pool`, or a `psp prepare bitext` folder (its English side)",
+    )
+    label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
+    label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
+    label.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1: the machine is shared)")
+    label.add_argument(
+        "--backend",
+        choices=["onnx-int8", "onnx", "torch"],
+        default="onnx-int8",
+        help="how the teacher runs: ONNX Runtime with int8 weights (default, fastest on a CPU), ONNX fp32, or the "
+        "sentence-transformers model itself (torch; needed for --device cuda)",
+    )
+    label.add_argument(
+        "--max-sentences", type=positive_int, default=None, help="label only the pool's first N sentences"
+    )
+    label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
+    label.add_argument("--batch-size", type=positive_int, default=32, help="sentences per teacher batch")
+    label.add_argument("--device", default="cpu")
+    label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
+
+    mine = sub.add_parser(
+        "mine-pairs",
+        help="mine paraphrase pairs from a teacher cache",
+        description="Pair each pool sentence with its nearest teacher neighbour (cosine >= --threshold), drop "
+        "near-copies (trigram overlap >= --max-trigram-overlap), write a sentence1/sentence2/score TSV.",
+    )
+    mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
+    mine.add_argument("--out", required=True, help="pairs TSV to write (atomically)")
+    mine.add_argument("--threshold", type=_fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
+    mine.add_argument(
+        "--max-trigram-overlap",
+        type=_fraction,
+        default=0.5,
+        help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
+    )
+    mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large pools")
+
+
+def _run_pool(args: argparse.Namespace) -> int:
+    import json
+
+    from .checks import check_output_folder
+    from .pool import build_pool
+
+    check_output_folder(Path(args.out), overwrite=True, replaces=False)
+    result = build_pool(args.out, args.data, registry=not args.no_registry)
+    print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _run_label(args: argparse.Namespace) -> int:
+    from .checks import check_output_folder
+    from .teacher_labels import label_pool
+
+    corpus = Path(args.corpus)
+    pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
+    if bitext_english(corpus) is not None:
+        return _label_bitext(args, corpus)
+    if not pool_file.is_file():
+        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
+    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
+    count, total, seconds = label_pool(
+        corpus,
+        args.cache,
+        teacher=args.teacher,
+        threads=args.threads,
+        chunk_size=args.chunk_size,
+        batch_size=args.batch_size,
+        device=args.device,
+        progress=True if args.progress else None,
+        backend=args.backend,
+        max_sentences=args.max_sentences,
+    )
+    print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
+    return 0
+
+
+def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
+    """`psp prepare label --corpus BITEXT_FOLDER`: the English side of prepared bitext (multilingual distillation)."""
+    import time
+
+    from .checks import check_output_folder
+    from .teacher_labels import TeacherCache, labelling_teacher, teacher_name
+
+    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
+    english = bitext_english(folder)
+    if args.max_sentences is not None:
+        english = english[: args.max_sentences]
+    teacher = labelling_teacher(args.teacher, args.backend, args.threads, Path(args.cache) / "onnx", args.device)
+    started = time.perf_counter()
+    count = TeacherCache(args.cache).label(
+        english,
+        teacher,
+        name=teacher_name(args.teacher),
+        chunk_size=args.chunk_size,
+        batch_size=args.batch_size,
+        show_progress_bar=True if args.progress else None,
+        backend=args.backend,
+    )
+    seconds = time.perf_counter() - started
+    print(f"labelled {count} new English sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
+    return 0
+
+
+def bitext_english(folder: Path) -> list[str] | None:
+    """The distinct English sentences of a bitext folder written by `psp prepare bitext` (None for anything else)."""
+    import json
+
+    report = folder / "report" / "report.json"
+    if not (folder.is_dir() and report.is_file()):
+        return None
+    if json.loads(report.read_text(encoding="utf-8")).get("kind") != "bitext":
+        return None
+    import pyarrow.parquet as pq
+
+    sentences: dict[str, None] = {}
+    for shard in sorted((folder / "data").glob("*.parquet")):
+        sentences.update(dict.fromkeys(pq.read_table(shard, columns=["en"]).column("en").to_pylist()))
+    return list(sentences)
+
+
+def _run_mine_pairs(args: argparse.Namespace) -> int:
+    from .checks import check_output_file
+    from .mined_pairs import mine_cache
+    from .teacher_labels import CHUNK_GLOB
+
+    cache = Path(args.cache)
+    if not cache.is_dir() or not any(cache.glob(CHUNK_GLOB)):
+        raise PSPInputError(f"--cache {cache}: no teacher labels there (make them with `psp prepare label`)")
+    check_output_file(args.out)
+    mined, total = mine_cache(
+        cache, args.out, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
+    )
+    print(
+        f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
+        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.out}"
+    )
+    return 0
+
+
+def _run_registry_bitext(args: argparse.Namespace) -> int:
+    from .checks import check_output_folder
+    from .registry_bitext import prepare_registry_bitext
+
+    check_output_folder(Path(args.out), args.overwrite)
+    report = prepare_registry_bitext(
+        args.lang,
+        args.out,
+        root=args.root,
+        kinds=tuple(args.sources),
+        per_source_limit=args.per_source_limit,
+        langid=args.langid,
+        overwrite=args.overwrite,
+        vocab_size=args.vocab_size,
+        command=shlex.join(["psp", *sys.argv[1:]]),
+    )
+    if not args.quiet:
+        from .cli import _print_summary
+
+        _print_summary(report)
+    return 0
+
+
+SOURCE_COMMANDS = {
+    "pool": _run_pool,
+    "label": _run_label,
+    "mine-pairs": _run_mine_pairs,
+    "registry-bitext": _run_registry_bitext,
+}

@@ -1,0 +1,298 @@
+"""X–English pairs that Debian packages ship: FreeDict dictionaries and translated gettext message catalogues.
+
+* freedict: the FreeDict dictionaries (`dict-freedict-deu-eng`, `dict-freedict-eng-rus`, ...), in dictd format
+  (`.index` + `.dict.dz` under usr/share/dictd): each headword paired with each of its first translations, in
+  both directions' files. Licences vary by dictionary (GPL-2+/GPL-3+/AGPL, see each package's copyright);
+  `freedict_licence` reads the dictionary's own notice.
+* gettext: the `.mo` catalogues under usr/share/locale/<xx>/LC_MESSAGES of translated programs (coreutils, bash,
+  tar, apt, dpkg, glib, GTK, ...): the English message (msgid) paired with its translation (msgstr). Messages that
+  are only format directives, untranslated, or without a word are dropped. The translations carry their
+  programs' licences (mostly GPL-2+/GPL-3+/LGPL).
+
+Files are read under a root where the packages were unpacked (``apt-get download`` + ``dpkg -x``; `make
+registry-bitext`), parsed with Python alone (no dictd, no gettext tools).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PSPInputError
+
+# Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
+FREEDICT_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "zho"}
+# Simplified Chinese only for zh: Tatoeba's cmn and STS have no traditional script side to match.
+LOCALE_EXCLUDED = {"zh": ("zh_TW", "zh_HK")}
+MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_SKIP_LINE = re.compile(r"^(see|synonyms?|antonyms?|notes?|also|related)\s*:", re.IGNORECASE)
+_EXAMPLE = re.compile(r'^"(.+)"\s+-\s+(.+)$')  # '"A-Dur"  - A major': a phrase of the headword's language
+_MARKUP = re.compile(r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|/[^/\n]*/|\([^)]*\)")
+_FORMAT = re.compile(
+    r"%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[a-zA-Z%]|%\([^)]*\)[a-z]|\{[^}]*\}"
+)
+
+
+@dataclass
+class BitextSource:
+    """Pairs of one registry source for one language: name, licence line, and a reader of (xx, en) pairs."""
+
+    name: str
+    license: str
+    path: Path
+    kind: str  # "freedict" or "gettext"
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        """The (xx, en) pairs, in file order."""
+        if self.kind == "freedict":
+            english_first = self.path.name.startswith("freedict-eng-")
+            for headword, translation in dictd_pairs(self.path):
+                yield (translation, headword) if english_first else (headword, translation)
+        else:
+            yield from mo_pairs(self.path)
+
+
+# ----------------------------------------------------------------------------------------------- dictd
+def dictd_number(text: str) -> int:
+    """A dictd index number (offset or length): base64 digits, most significant first."""
+    value = 0
+    for char in text:
+        value = value * 64 + _B64.index(char)
+    return value
+
+
+def dictd_entries(index: Path) -> Iterator[tuple[str, str]]:
+    """(headword, entry text) of a dictd dictionary: `index` (.index) and the `.dict.dz` (or `.dict`) beside it."""
+    data_path = index.with_suffix(".dict.dz")
+    if not data_path.is_file():
+        data_path = index.with_suffix(".dict")
+    opener = gzip.open if data_path.suffix == ".dz" else open
+    with opener(data_path, "rb") as handle:
+        data = handle.read()
+    with open(index, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 3:
+                raise PSPInputError(f"{index}:{number}: expected headword, offset, length separated by tabs")
+            headword = fields[0]
+            if headword.startswith(("00-database", "00database")) or not headword.strip():  # the notice
+                continue
+            start, length = dictd_number(fields[1]), dictd_number(fields[2])
+            yield headword, data[start : start + length].decode("utf-8", errors="replace")
+
+
+def entry_translations(entry: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The translations of one FreeDict dictd entry (the lines after the headword line, markup removed) and its
+    example phrases as (phrase, translation) pairs, each translation its first alternative."""
+    found: list[str] = []
+    examples: list[tuple[str, str]] = []
+    for line in entry.splitlines()[1:]:
+        line = line.strip()
+        if not line or _SKIP_LINE.match(line):
+            continue
+        example = _EXAMPLE.match(line)
+        if example:
+            phrase = " ".join(_MARKUP.sub(" ", example.group(1)).split())
+            translation = " ".join(re.split(r"[,;]", _MARKUP.sub(" ", example.group(2)))[0].split())
+            if phrase and translation:
+                examples.append((phrase, translation))
+            continue
+        line = re.sub(r"^\d+\.\s*", "", line)
+        for part in re.split(r"[,;]", _MARKUP.sub(" ", line)):
+            part = " ".join(part.split())
+            if part and part not in found:
+                found.append(part)
+    return found[:MAX_TRANSLATIONS], examples
+
+
+def dictd_pairs(index: Path) -> Iterator[tuple[str, str]]:
+    """(headword language, other language) pairs of a FreeDict dictionary: headword and translation, and the
+    entry's example phrases with theirs."""
+    for headword, entry in dictd_entries(index):
+        head = " ".join(_MARKUP.sub(" ", headword).split())
+        translations, examples = entry_translations(entry)
+        for translation in translations:
+            yield head, translation
+        yield from examples
+
+
+def freedict_licence(index: Path) -> str:
+    """The licence lines of a FreeDict dictionary's own notice (its `00-database-info` entry), shortened."""
+    for _headword, entry in _info_entries(index):
+        text = " ".join(entry.split())
+        match = re.search(
+            r"(GNU [^()]*?License(?:,? (?:version|ver\.) ?[\d.]*\d(?: \(\w+\))?)?(?: and any later version)?)", text
+        )
+        if match:
+            return match.group(1)[:200]
+    return "see the Debian package's copyright file"
+
+
+def _info_entries(index: Path) -> Iterator[tuple[str, str]]:
+    data_path = index.with_suffix(".dict.dz")
+    with gzip.open(data_path, "rb") as handle:
+        data = handle.read()
+    with open(index, encoding="utf-8") as lines:
+        for line in lines:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) >= 3 and fields[0] in ("00-database-info", "00databaseinfo"):
+                start, length = dictd_number(fields[1]), dictd_number(fields[2])
+                yield fields[0], data[start : start + length].decode("utf-8", errors="replace")
+
+
+# ----------------------------------------------------------------------------------------------- gettext
+def read_mo(path: Path) -> Iterator[tuple[str, str]]:
+    """(msgid, msgstr) of a gettext `.mo` file; the header entry (empty msgid) is skipped.
+
+    Layout (GNU gettext manual, "The Format of GNU MO Files"): a magic number that also gives the byte order,
+    the revision, the number of strings N, and the offsets of two tables of N (length, offset) pairs: the
+    original strings and their translations. A context is "ctxt\\x04msgid"; plural forms are NUL-separated.
+    """
+    data = path.read_bytes()
+    if len(data) < 28:
+        raise PSPInputError(f"{path}: too short for a .mo file")
+    magic = struct.unpack("<I", data[:4])[0]
+    order = "<" if magic == 0x950412DE else ">" if magic == 0xDE120495 else None
+    if order is None:
+        raise PSPInputError(f"{path}: not a gettext .mo file (magic {magic:#x})")
+    _, count, originals, translations = struct.unpack(order + "4I", data[4:20])
+    for number in range(count):
+        length, offset = struct.unpack(order + "2I", data[originals + 8 * number : originals + 8 * number + 8])
+        msgid = data[offset : offset + length]
+        length, offset = struct.unpack(order + "2I", data[translations + 8 * number : translations + 8 * number + 8])
+        msgstr = data[offset : offset + length]
+        if not msgid:
+            continue
+        msgid = msgid.split(b"\x04", 1)[-1].split(b"\x00")[0]
+        msgstr = msgstr.split(b"\x00")[0]
+        yield msgid.decode("utf-8", errors="replace"), msgstr.decode("utf-8", errors="replace")
+
+
+def message_text(message: str) -> str:
+    """A message as prose: format directives, accelerator marks and markup removed, whitespace folded."""
+    text = _FORMAT.sub(" ", message)
+    text = re.sub(r"<[^>]+>", " ", text)
+    text = re.sub(r"(?<!\w)[_&](?=\w)", "", text)
+    return " ".join(text.split())
+
+
+def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
+    """(translation, English) pairs of a catalogue, without format-only, untranslated or wordless messages."""
+    for msgid, msgstr in read_mo(path):
+        english, translated = message_text(msgid), message_text(msgstr)
+        if not translated or translated == english:
+            continue
+        if not re.search(r"[^\W\d_]{2,}", english):  # no word of two letters: format-only or a symbol
+            continue
+        yield translated, english
+
+
+# ----------------------------------------------------------------------------------------------- sources
+def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", "gettext")) -> list[BitextSource]:
+    """The registry sources for `lang` found under `root` (a folder where packages were unpacked)."""
+    sources: list[BitextSource] = []
+    code = FREEDICT_CODES.get(lang, lang)
+    dictd = root / "usr" / "share" / "dictd"
+    if "freedict" in kinds:
+        for index in (dictd / f"freedict-{code}-eng.index", dictd / f"freedict-eng-{code}.index"):
+            if index.is_file():
+                licence = f"{freedict_licence(index)}; Debian package dict-{index.stem}"
+                sources.append(BitextSource(index.stem, licence, index, "freedict"))
+    if "gettext" in kinds:
+        locale = root / "usr" / "share" / "locale"
+        folders = sorted(locale.glob(f"{lang}/LC_MESSAGES")) + sorted(locale.glob(f"{lang}_*/LC_MESSAGES"))
+        excluded = LOCALE_EXCLUDED.get(lang, ())
+        for folder in folders:
+            if folder.parent.name in excluded or "@" in folder.parent.name:
+                continue
+            for mo in sorted(folder.glob("*.mo")):
+                name = f"gettext-{mo.stem}-{folder.parent.name}"
+                licence = f"the translated program's licence (package shipping {mo.name}; mostly GPL/LGPL)"
+                sources.append(BitextSource(name, licence, mo, "gettext"))
+    return sources
+
+
+# ----------------------------------------------------------------------------------------------- psp prepare
+LOCAL_ROOT = Path(__file__).resolve().parents[3] / ".cache" / "registry-bitext" / "root"
+
+
+def prepare_registry_bitext(
+    lang: str,
+    out,
+    root: str | None = None,
+    kinds: tuple[str, ...] = ("freedict", "gettext"),
+    per_source_limit: int | None = None,
+    max_tokens: int = 60,
+    langid: bool = True,
+    **run,
+) -> dict:
+    """`psp prepare registry-bitext`: the registry sources of `lang` through `prepare_bitext` into `out`.
+
+    Each source becomes one input file (so the report counts it); dictionary entries are words and phrases, so
+    the length filter keeps 1 to `max_tokens` tokens; language ID chooses between `lang` and English only (short
+    entries are otherwise often taken for a third language). The dataset card lists every source's licence.
+    """
+    import shutil
+    import tempfile
+
+    from .prepare import prepare_bitext
+
+    base = Path(root) if root else LOCAL_ROOT
+    sources = bitext_sources(lang, base, kinds)
+    if not sources:
+        raise PSPInputError(
+            f"no registry bitext for {lang!r} under {base} ({', '.join(kinds)}); unpack the packages first "
+            "(make registry-bitext)"
+        )
+    staging = Path(tempfile.mkdtemp(prefix="psp-registry-bitext-"))
+    try:
+        files = write_source_tsvs(sources, lang, staging, per_source_limit)
+        report = prepare_bitext(
+            files, lang, out, min_tokens=1, max_tokens=max_tokens, langid=langid, langid_candidates=[lang, "en"], **run
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report["sources"] = {source.name: {"license": source.license, "kind": source.kind} for source in sources}
+    if report.get("path"):
+        add_licences(Path(report["path"]), report)
+    return report
+
+
+def write_source_tsvs(sources: list[BitextSource], lang: str, folder: Path, limit: int | None = None) -> list[Path]:
+    """One `<lang>\ten` TSV per source in `folder` (named after it, so a report counts each), `limit` pairs each."""
+    files = []
+    for source in sources:
+        path = folder / f"{source.name}.tsv"
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"{lang}\ten\n")
+            for count, (xx, en) in enumerate(source.pairs()):
+                if limit is not None and count >= limit:
+                    break
+                handle.write(f"{' '.join(xx.split())}\t{' '.join(en.split())}\n")
+        files.append(path)
+    return files
+
+
+def add_licences(folder: Path, report: dict) -> None:
+    """Record the sources' licences in the folder's report.json and dataset card."""
+    import json
+
+    from ..io import atomic_path
+
+    lines = ["", "## Sources and licences", "", "| source | kind | pairs read | licence |", "|---|---|---|---|"]
+    pairs_read = {Path(item["path"]).stem: item.get("pairs", 0) for item in report.get("inputs", [])}
+    for name, info in report["sources"].items():
+        lines.append(f"| {name} | {info['kind']} | {pairs_read.get(name, 0):,} | {info['license']} |")
+    card = folder / "README.md"
+    with atomic_path(card) as tmp:
+        tmp.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    report_file = folder / "report" / "report.json"
+    saved = json.loads(report_file.read_text(encoding="utf-8"))
+    saved["sources"] = report["sources"]
+    with atomic_path(report_file) as tmp:
+        tmp.write_text(json.dumps(saved, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -1,0 +1,337 @@
+"""`psp languages`: the X–English models end to end, one language after another, resumable.
+
+For each language: prepare (the bitext of the data folder, plus the Debian registry pairs when unpacked) ->
+label (the English side, through the teacher cache) -> train (multilingual distillation + margin loss, within a
+time budget) -> evaluate (Tatoeba of the language, the STS17 tracks that involve it, English STS12–16 and STS-B)
+-> card (rendered from the run's numbers into the model folder, which is then ready for `psp push`).
+
+Layout of `--out`:
+
+    <xx>/data/            the prepared bitext (psp prepare)
+    <xx>/model/           the model folder (psp train --output-dir), its card rendered with the results
+    <xx>/eval.json        psp eval's report
+    <xx>/done-<step>      written when a step succeeded; a later run skips that step
+    summary.json, summary.md   one row per language
+
+A killed run is continued by running the same command again: finished steps are skipped and training resumes
+from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .data_folder import data_dir
+from .errors import PSPInputError
+from .io import atomic_path
+
+LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
+# Bitext of the data folder per language (relative to it): Multi30k (human or NLLB translations) and WMT news.
+BITEXT = {
+    "ar": ["bitext/multi30k-nllb/ar-en/train.tsv.gz"],
+    "de": ["bitext/multi30k/de-en/train.tsv.gz", "bitext/wmt-news/de-en.tsv.gz"],
+    "es": ["bitext/multi30k-nllb/es-en/train.tsv.gz", "bitext/wmt-news/es-en.tsv.gz"],
+    "fr": ["bitext/multi30k/fr-en/train.tsv.gz", "bitext/wmt-news/fr-en.tsv.gz"],
+    "ru": ["bitext/wmt-news/ru-en.tsv.gz"],
+    "tr": ["bitext/wmt-news/tr-en.tsv.gz"],
+    "zh": ["bitext/multi30k-nllb/zh-en/train.tsv.gz", "bitext/wmt-news/zh-en.tsv.gz"],
+}
+STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
+ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
+STEPS = ("prepare", "label", "train", "evaluate", "card")
+
+
+@dataclass
+class Settings:
+    """What every language's run shares (the `psp languages` flags)."""
+
+    out: Path
+    data: Path
+    teacher: str = "default"
+    teacher_cache: Path | None = None
+    minutes: float = 20.0
+    epochs: int = 5
+    dim: int = 1024
+    vocab_size: int = 50_000
+    limit: int | None = None
+    registry: bool = True
+    registry_limit: int | None = 50_000
+    tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS)
+    threads: int = 0
+    extra: tuple[str, ...] = ()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `psp languages`."""
+    parser.add_argument("--langs", default=",".join(LANGUAGES), help="comma-separated languages (default: all 7)")
+    parser.add_argument("--out", default=".cache/languages", help="output folder (default .cache/languages)")
+    parser.add_argument("--data", default=None, help="data folder (default: $PSP_DATA or ../shared/data)")
+    parser.add_argument("--teacher", default="default", help="sentence-transformers teacher (default all-MiniLM-L6-v2)")
+    parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
+    parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
+    parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--vocab-size", type=int, default=50_000)
+    parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
+    parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
+    parser.add_argument("--registry-limit", type=int, default=50_000, help="pairs per registry source (50,000)")
+    parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the pipeline for every language of --langs; print the summary table."""
+    import shlex
+
+    languages = [code.strip() for code in args.langs.split(",") if code.strip()]
+    unknown = [code for code in languages if code not in BITEXT]
+    if unknown:
+        raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(BITEXT)})")
+    out = Path(args.out)
+    settings = Settings(
+        out=out,
+        data=data_dir(args.data),
+        teacher=args.teacher,
+        teacher_cache=Path(args.teacher_cache) if args.teacher_cache else out / "teacher-cache",
+        minutes=args.minutes,
+        epochs=args.epochs,
+        dim=args.dim,
+        vocab_size=args.vocab_size,
+        limit=args.limit,
+        registry=args.registry,
+        registry_limit=args.registry_limit,
+        tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
+        threads=args.threads,
+        extra=tuple(shlex.split(args.train_args)),
+    )
+    rows = [build_language(code, settings) for code in languages]
+    write_summary(out, rows)
+    print(summary_markdown(rows))
+    return 0
+
+
+def _say(code: str, message: str) -> None:
+    print(f"psp languages [{code}]: {message}", file=sys.stderr, flush=True)
+
+
+def _done(folder: Path, step: str) -> Path:
+    return folder / f"done-{step}"
+
+
+def _mark(folder: Path, step: str, info: dict) -> None:
+    with atomic_path(_done(folder, step)) as tmp:
+        tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
+def build_language(code: str, settings: Settings) -> dict:
+    """prepare -> label -> train -> evaluate -> card for one language, skipping steps already done."""
+    folder = settings.out / code
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = {"prepare": _prepare, "label": _label, "train": _train, "evaluate": _evaluate, "card": _card}
+    for step in STEPS:
+        if _done(folder, step).is_file():
+            _say(code, f"{step}: done before, skipped")
+            continue
+        started = time.perf_counter()
+        _say(code, f"{step} ...")
+        info = steps[step](code, folder, settings) or {}
+        info["seconds"] = round(time.perf_counter() - started, 1)
+        _mark(folder, step, info)
+        _say(code, f"{step}: done in {info['seconds']} s")
+    return language_row(code, folder)
+
+
+def _prepare(code: str, folder: Path, settings: Settings) -> dict:
+    from .data.prepare import prepare_bitext
+
+    inputs = [settings.data / path for path in BITEXT[code]]
+    missing = [str(path) for path in inputs if not path.is_file()]
+    if missing:
+        raise PSPInputError(f"{code}: bitext missing: {', '.join(missing)}")
+    import shutil
+    import tempfile
+
+    staging = Path(tempfile.mkdtemp(prefix="psp-languages-"))
+    try:
+        registry = []
+        if settings.registry:
+            from .data.registry_bitext import LOCAL_ROOT, bitext_sources, write_source_tsvs
+
+            sources = bitext_sources(code, LOCAL_ROOT)
+            registry = write_source_tsvs(sources, code, staging, settings.registry_limit)
+        report = prepare_bitext(
+            [*inputs, *registry],
+            code,
+            folder / "data",
+            min_tokens=1 if registry else 3,
+            overwrite=True,
+            limit=settings.limit,
+            vocab_size=settings.vocab_size,
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if registry:
+        from .data.registry_bitext import add_licences
+
+        report["sources"] = {source.name: {"license": source.license, "kind": source.kind} for source in sources}
+        add_licences(folder / "data", report)
+    return {"pairs": report["pairs_out"], "inputs": [Path(item["path"]).name for item in report["inputs"]]}
+
+
+def _label(code: str, folder: Path, settings: Settings) -> dict:
+    from .training.bitext_teacher import BitextTeacher
+
+    if settings.threads:
+        import torch
+
+        torch.set_num_threads(settings.threads)
+    from .data.cli_sources import bitext_english
+
+    english = bitext_english(folder / "data")
+    labels = BitextTeacher.prepare(english, settings.teacher_cache, settings.teacher, say=lambda m: _say(code, m))
+    return {"english": len(english), "labelled_now": labels.labelled_now, "teacher": labels.teacher}
+
+
+def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
+    """The `psp train` flags of one language (the defaults measured for bitext, see the README)."""
+    arguments = [
+        "--data", str(folder / "data"), "--lang", code, "--output-dir", str(folder / "model"),
+        "--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache),
+        "--dim", str(settings.dim), "--init-std", "0.1", "--lr", "0.01",
+        "--epochs", str(settings.epochs), "--max-minutes", str(settings.minutes), "--quiet",
+    ]  # fmt: skip
+    if settings.threads:
+        arguments += ["--threads", str(settings.threads)]
+    return arguments + list(settings.extra)
+
+
+def _train(code: str, folder: Path, settings: Settings) -> dict:
+    from .training.cli import run as train_run
+
+    arguments = train_arguments(code, folder, settings)
+    if (folder / "model" / "training" / "checkpoint.json").is_file():
+        arguments.append("--resume")  # a killed run: continue from its last checkpoint
+    from .training.arguments import add_arguments as add_train_arguments
+
+    parser = argparse.ArgumentParser(prog="psp train")
+    add_train_arguments(parser)
+    status = train_run(parser.parse_args(arguments))
+    if status:
+        raise PSPInputError(f"{code}: training ended with status {status}")
+    end = _end_record(folder / "model")
+    return {"arguments": arguments, "steps": end.get("step"), "train_seconds": end.get("train_seconds")}
+
+
+def _end_record(model: Path) -> dict:
+    path = model / "training" / "metrics.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return next((record for record in reversed(records) if record.get("event") == "end"), {})
+
+
+def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
+    from . import load
+    from .evaluation import evaluate_model
+    from .evaluation.model_index import card_results
+
+    tasks = [task for task in settings.tasks if task != "sts17" or code in STS17_TRACKS]
+    evaluation = evaluate_model(
+        load(folder / "model"),
+        tasks=tasks,
+        data_dir=settings.data,
+        tatoeba_languages=[code],
+        sts17_pairs=STS17_TRACKS.get(code, ["en-en"]),
+    )
+    evaluation["card_results"] = card_results(evaluation)
+    with atomic_path(folder / "eval.json") as tmp:
+        tmp.write_text(json.dumps(evaluation, indent=2, default=str) + "\n", encoding="utf-8")
+    return {"tasks": tasks}
+
+
+def training_info(model: Path) -> dict:
+    """The run's settings and numbers as training's export gave them to the card (from args.json + metrics)."""
+    info = json.loads((model / "training" / "args.json").read_text(encoding="utf-8"))
+    end = _end_record(model)
+    info.update(
+        {
+            "steps": end.get("step"),
+            "pairs_seen": end.get("pairs_seen"),
+            "train_seconds": round(end.get("train_seconds", 0.0), 1),
+            "kept": end.get("kept"),
+        }
+    )
+    cache = info.get("teacher_cache")
+    meta = Path(cache) / "meta.json" if cache else None
+    if meta is not None and meta.is_file():
+        info["teacher"] = json.loads(meta.read_text(encoding="utf-8")).get("teacher", info.get("teacher"))
+    return info
+
+
+def _card(code: str, folder: Path, settings: Settings) -> dict:
+    from . import load
+    from .hub.card import write_model_card
+
+    evaluation = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
+    model = folder / "model"
+    write_model_card(
+        model, load(model), language=code, eval_results=evaluation["card_results"], training_info=training_info(model)
+    )
+    return {"card": str(model / "README.md")}
+
+
+def language_row(code: str, folder: Path) -> dict:
+    """One summary row: data, pairs, minutes, Tatoeba, STS17, English STS."""
+    prepared = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))
+    trained = json.loads(_done(folder, "train").read_text(encoding="utf-8"))
+    results = json.loads((folder / "eval.json").read_text(encoding="utf-8"))["results"]
+    row = {
+        "language": code,
+        "data": ", ".join(prepared["inputs"][:3]) + (" + registry" if len(prepared["inputs"]) > 3 else ""),
+        "pairs": prepared["pairs"],
+        "minutes": round((trained.get("train_seconds") or 0) / 60, 1),
+        "tatoeba_error": results.get("tatoeba", {}).get(code, {}).get("error_rate"),
+    }
+    sts17 = results.get("sts17", {})
+    row["sts17"] = {pair: scores["pearson"] for pair, scores in sts17.items() if isinstance(scores, dict)}
+    years = [results[task]["pearson_mean"] for task in ENGLISH_TASKS[:5] if task in results]
+    row["sts12_16"] = sum(years) / len(years) if len(years) == 5 else None
+    row["stsb_test"] = results.get("stsb", {}).get("test", {}).get("pearson")
+    return row
+
+
+def write_summary(out: Path, rows: list[dict]) -> None:
+    """summary.json and summary.md in `out`."""
+    with atomic_path(out / "summary.json") as tmp:
+        tmp.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    with atomic_path(out / "summary.md") as tmp:
+        tmp.write_text(summary_markdown(rows) + "\n", encoding="utf-8")
+
+
+def summary_markdown(rows: list[dict]) -> str:
+    """The table of the README: one row per language."""
+
+    def number(value) -> str:
+        return "—" if value is None else f"{value:.1f}"
+
+    lines = [
+        "| model | data | pairs | minutes | Tatoeba error % | STS17 | STS12-16 | STS-B test |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        sts17 = ", ".join(f"{pair} {value:.1f}" for pair, value in row["sts17"].items()) or "—"
+        lines.append(
+            f"| p-sp-{row['language']} | {row['data']} | {row['pairs']:,} | {row['minutes']} | "
+            f"{number(row['tatoeba_error'])} | {sts17} | {number(row['sts12_16'])} | {number(row['stsb_test'])} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - `psp languages` is the entry point
+    parser = argparse.ArgumentParser(prog="psp languages")
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))

@@ -1,0 +1,81 @@
+"""`psp languages`: the per-language pipeline on tiny bitext, killed during training and resumed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_bitext_distill import WordTeacher, make_bitext  # noqa: E402 - a sibling test module
+
+DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")).resolve()
+CLI = "import sys; from psp_hf.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
+    if not DATA.is_dir():
+        pytest.skip(f"real data not found at {DATA} (set PSP_DATA)")
+    from psp_hf.data.teacher_labels import TeacherCache
+
+    # A data folder with the real evaluation sets and tiny German bitext in the places the recipe reads.
+    data = tmp_path / "data"
+    data.mkdir()
+    for part in ("sts", "senteval", "tatoeba", "paraphrase"):
+        (data / part).symlink_to(DATA / part)
+    pairs = make_bitext(tmp_path / "pairs.tsv", 600)
+    for relative, chunk in (
+        ("bitext/multi30k/de-en/train.tsv.gz", pairs[:300]),
+        ("bitext/wmt-news/de-en.tsv.gz", pairs[300:]),
+    ):
+        path = data / relative
+        path.parent.mkdir(parents=True)
+        with gzip.open(path, "wt", encoding="utf-8") as handle:
+            handle.write("de\ten\n" + "".join(f"{a}\t{b}\n" for a, b in chunk))
+    cache = tmp_path / "cache"
+    TeacherCache(cache).label([b for _, b in pairs], WordTeacher(), name="word-teacher")
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-c", CLI, "languages", "--langs", "de", "--out", str(out), "--data", str(data),
+        "--teacher", "word-teacher", "--teacher-cache", str(cache), "--dim", "8", "--vocab-size", "150",
+        "--no-registry", "--tasks", "tatoeba", "--threads", "1", "--minutes", "5", "--epochs", "100000",
+    ]  # fmt: skip
+    env = {**os.environ, "PSP_DATA": str(data)}
+    small = "--save-every 10 --batch-size 16 --megabatch-size 2"
+    first = subprocess.Popen([*command, "--train-args", small], env=env,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    checkpoint = out / "de" / "model" / "training" / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while not checkpoint.is_file() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert checkpoint.is_file(), first.stderr.read() if first.poll() is not None else "no checkpoint in time"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert (out / "de" / "done-prepare").is_file() and not (out / "de" / "done-train").is_file()
+    prepared_at = (out / "de" / "done-prepare").stat().st_mtime_ns
+
+    second = subprocess.run(
+        [*command, "--train-args", f"{small} --max-steps 1"], env=env, capture_output=True, text=True
+    )
+    assert second.returncode == 0, second.stderr
+    assert "prepare: done before, skipped" in second.stderr and "label: done before, skipped" in second.stderr
+    assert (out / "de" / "done-prepare").stat().st_mtime_ns == prepared_at
+    arguments = json.loads((out / "de" / "done-train").read_text())["arguments"]
+    assert "--resume" in arguments and "--teacher" in arguments
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary[0]["language"] == "de" and summary[0]["pairs"] > 500 and summary[0]["tatoeba_error"] is not None
+    card = (out / "de" / "model" / "README.md").read_text()
+    assert "Tatoeba" in card and "has not been evaluated yet" not in card
+    # A third run has nothing left to do (in this process: no start-up cost).
+    from psp_hf.cli import main
+
+    capsys.readouterr()
+    assert main(command[3:]) == 0
+    assert capsys.readouterr().err.count("done before, skipped") == 5

@@ -1,0 +1,171 @@
+"""Registry bitext: the dictd and .mo readers on files made here, and evaluation sentences kept out of bitext."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from psp_hf.data.registry_bitext import (
+    bitext_sources,
+    dictd_number,
+    dictd_pairs,
+    freedict_licence,
+    message_text,
+    mo_pairs,
+    prepare_registry_bitext,
+    read_mo,
+)
+from psp_hf.errors import PSPInputError
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def b64(number: int) -> str:
+    digits = ""
+    while True:
+        digits = B64[number % 64] + digits
+        number //= 64
+        if not number:
+            return digits
+
+
+def write_dictd(folder: Path, name: str, entries: list[tuple[str, str]]) -> Path:
+    """A dictd dictionary: entries back to back in .dict.dz, each indexed by headword, offset, length."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data, index = b"", []
+    for headword, text in entries:
+        body = text.encode()
+        index.append(f"{headword}\t{b64(len(data))}\t{b64(len(body))}")
+        data += body
+    with gzip.open(folder / f"{name}.dict.dz", "wb") as handle:
+        handle.write(data)
+    (folder / f"{name}.index").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return folder / f"{name}.index"
+
+
+def write_mo(path: Path, messages: list[tuple[bytes, bytes]], order: str = "<") -> None:
+    """A gettext .mo file: header, the two (length, offset) tables, then the strings."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = len(messages)
+    originals, translations = 28, 28 + 8 * count
+    offset = translations + 8 * count
+    table_o, table_t, strings = b"", b"", b""
+    for msgid, _ in messages:
+        table_o += struct.pack(order + "2I", len(msgid), offset + len(strings))
+        strings += msgid + b"\0"
+    for _, msgstr in messages:
+        table_t += struct.pack(order + "2I", len(msgstr), offset + len(strings))
+        strings += msgstr + b"\0"
+    magic = 0x950412DE
+    header = struct.pack(order + "7I", magic, 0, count, originals, translations, 0, 0)
+    path.write_bytes(header + table_o + table_t + strings)
+
+
+ENTRIES = [
+    (
+        "00databaseinfo",
+        "00-database-info\nAvailable under the terms of the GNU General Public License ver. 2.0 and\n"
+        "  any later version.\n",
+    ),  # fmt: skip
+    (
+        "Hund",
+        "Hund /hʊnt/ <masc, n, sg>\n [zool.] dog <n>, hound <n>\n   Synonyms: {Köter}\n"
+        '      "ein großer Hund"  - a big dog, a large dog\n see: {Hunde}\n',
+    ),  # fmt: skip
+    ("laufen", "laufen /laʊfən/\n1. run\n2. walk; go\n3. operate\n4. flow\n"),
+]
+
+
+def test_dictd_reader_gives_translations_and_example_phrases(tmp_path):
+    assert [dictd_number(text) for text in ("A", "B", "BA", "c", "5S")] == [0, 1, 64, 28, 57 * 64 + 18]
+    index = write_dictd(tmp_path / "usr" / "share" / "dictd", "freedict-deu-eng", ENTRIES)
+    pairs = list(dictd_pairs(index))
+    assert pairs == [
+        ("Hund", "dog"),
+        ("Hund", "hound"),
+        ("ein großer Hund", "a big dog"),
+        ("laufen", "run"),
+        ("laufen", "walk"),
+        ("laufen", "go"),  # at most three translations per headword; no synonyms, notes or cross-references
+    ]
+    assert freedict_licence(index) == "GNU General Public License ver. 2.0 and any later version"
+    bad = tmp_path / "bad.index"
+    bad.write_text("Hund AB\n", encoding="utf-8")
+    (tmp_path / "bad.dict.dz").write_bytes(gzip.compress(b"x"))
+    with pytest.raises(PSPInputError, match=r"bad.index:1: expected headword"):
+        list(dictd_pairs(bad))
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_mo_reader_pairs_messages_and_drops_format_only_ones(tmp_path, order):
+    path = tmp_path / "x.mo"
+    write_mo(
+        path,
+        [
+            (b"", b"Content-Type: text/plain; charset=UTF-8\n"),  # the header entry
+            (b"%s: %s", b"%s : %s"),  # format only
+            (b"Copy _file to %s", b"Datei nach %s _kopieren"),
+            (b"menu\x04Open", b"\xc3\x96ffnen"),  # a context
+            (b"%d file\x00%d files", b"%d Datei\x00%d Dateien"),  # plural forms: the first of each
+            (b"Cancel", b"Cancel"),  # untranslated
+            (b"<b>Bold</b> text", b"<b>Fetter</b> Text"),
+        ],
+        order,
+    )
+    assert len(list(read_mo(path))) == 6
+    assert list(mo_pairs(path)) == [
+        ("Datei nach kopieren", "Copy file to"),
+        ("Öffnen", "Open"),
+        ("Datei", "file"),
+        ("Fetter Text", "Bold text"),
+    ]
+    assert message_text("%1$s of %-10lu items, {0} left") == "of items, left"
+    path.write_bytes(b"not a catalogue at all, really")
+    with pytest.raises(PSPInputError, match="not a gettext .mo file"):
+        list(read_mo(path))
+
+
+def test_registry_bitext_folder_names_sources_and_licences(tmp_path):
+    root = tmp_path / "root"
+    write_dictd(root / "usr" / "share" / "dictd", "freedict-deu-eng", ENTRIES)
+    write_mo(
+        root / "usr" / "share" / "locale" / "de" / "LC_MESSAGES" / "tar.mo",
+        [(b"Open the file", b"Datei \xc3\xb6ffnen")],
+    )
+    write_mo(root / "usr" / "share" / "locale" / "fr" / "LC_MESSAGES" / "tar.mo", [(b"Open", b"Ouvrir")])
+    assert [s.name for s in bitext_sources("de", root)] == ["freedict-deu-eng", "gettext-tar-de"]
+    report = prepare_registry_bitext("de", tmp_path / "out", root=str(root), langid=False, vocab_size=50)
+    assert [item["pairs"] for item in report["inputs"]] == [6, 1]
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "| freedict-deu-eng | freedict | 6 | GNU General Public License ver. 2.0" in card
+    saved = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
+    assert saved["sources"]["gettext-tar-de"]["kind"] == "gettext"
+    with pytest.raises(PSPInputError, match="no registry bitext for 'ru'"):
+        prepare_registry_bitext("ru", tmp_path / "out-ru", root=str(root))
+
+
+def test_prepare_bitext_removes_tatoeba_and_sts17_sentences(tmp_path):
+    if not DATA.is_dir():
+        pytest.skip(f"real data not found at {DATA} (set PSP_DATA)")
+    from psp_hf.data.prepare import prepare_bitext
+
+    tatoeba = (DATA / "tatoeba" / "v1" / "tatoeba.deu-eng.deu").read_text(encoding="utf-8").splitlines()[0]
+    sts17 = (DATA / "sts" / "sts17" / "es-es.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t")[1]
+    lines = [
+        f"{tatoeba.upper()}!\tsomething else entirely here",  # case and punctuation do not hide it
+        f"ein ganz anderer satz hier\t{sts17}",
+        "ein dritter satz ohne treffer\ta third sentence without a match",
+    ]
+    (tmp_path / "pairs.tsv").write_text("de\ten\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    report = prepare_bitext([tmp_path / "pairs.tsv"], "de", tmp_path / "out", vocab_size=40)
+    step = next(step for step in report["steps"] if step["name"] == "evaluation")
+    assert step["removed"] == 2 and report["pairs_out"] == 1
+    assert step["matched_by_set"] == {"STS17": 1, "Tatoeba-xx": 1}
+    kept = prepare_bitext([tmp_path / "pairs.tsv"], "de", tmp_path / "kept", vocab_size=40, exclude_evaluation=False)
+    assert kept["pairs_out"] == 3
