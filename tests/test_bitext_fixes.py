@@ -107,7 +107,9 @@ def test_label_takes_the_english_side_of_a_prepared_bitext_folder(prepared, tmp_
     monkeypatch.setattr("psp_hf.data.teacher_labels.load_teacher", lambda name, device="cpu": WordTeacher())
     from psp_hf.cli import main
 
-    assert main(["prepare", "label", "--corpus", str(prepared), "--cache", str(tmp_path / "cache")]) in (0, None)
+    assert main(
+        ["prepare", "label", "--corpus", str(prepared), "--cache", str(tmp_path / "cache"), "--backend", "torch"]
+    ) in (0, None)
     sentences, vectors = TeacherCache(tmp_path / "cache").load()
     assert sorted(sentences) == sorted(english) and vectors.shape == (len(english), 6)
     assert bitext_english(tmp_path / "cache") is None
