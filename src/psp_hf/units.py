@@ -150,6 +150,48 @@ __all__ = [
     "UnitVocabulary",
     "build_units",
     "char_tokenizer",
+    "encoder_for_units",
     "load_unit_codes",
     "word_tokenizer",
 ]
+
+
+def encoder_for_units(
+    vocabulary: UnitVocabulary,
+    hidden_size: int,
+    encoder_type: str = "mean",
+    combination: str | None = None,
+    second_encoder_type: str = "mean",
+    seed: int = 0,
+    **config_kwargs,
+):
+    """A new `PSPEncoder` over `build_units`' tokenizer with its unit codes loaded (random table(s))."""
+    import torch
+
+    from .encoder import PSPEncoder
+    from .modeling import PSPConfig, PSPModel
+    from .tokenizer import wrap_fast_tokenizer
+
+    tokenizer = wrap_fast_tokenizer(vocabulary.tokenizer)
+    config = {"vocab_size": len(tokenizer), **vocabulary.config, **config_kwargs}
+    if combination is not None:
+        second = config.get("second_encoder")
+        if second is None and config["units"] != "tokens":
+            raise ValueError("a combination over characters needs build_units(..., second_units=...)")
+        second = second or {"units": "tokens", "vocab_size": config["vocab_size"]}
+        config.update(combination=combination, second_encoder={**second, "encoder_type": second_encoder_type})
+    else:
+        config.pop("second_encoder", None)
+    config = PSPConfig(
+        hidden_size=hidden_size,
+        pad_token_id=tokenizer.pad_token_id,
+        unk_token_id=tokenizer.unk_token_id,
+        word_boundary_token_id=-1,  # no sentencepiece boundary piece in these tokenizers
+        encoder_type=encoder_type,
+        **config,
+    )
+    torch.manual_seed(seed)
+    model = PSPModel(config)
+    if vocabulary.codes:
+        load_unit_codes(model, vocabulary.codes)
+    return PSPEncoder(model, tokenizer)
