@@ -5,7 +5,7 @@ This file is Hub remote code: it imports only torch.
 A head turns the unit vectors of each sentence (all sentences back to back, `offsets` marking where each starts)
 into one vector: a projection after the mean (ICLR 2016), LSTMs with and without output gate (ICLR 2016,
 ParaNMT-50M), a bidirectional LSTM (ParaNMT-50M) and GRAN (back-translation paper, EMNLP 2017). Recurrent heads
-run on packed sequences, so padding costs no recurrent steps.
+run on packed sequences on a GPU and on one padded batch on a CPU (see `run_lstm`); the mean skips the padding.
 
 Word and trigram units come from a character tokenizer: the model forms them from the character ids (whitespace
 words, and character trigrams of each word with a boundary mark at both ends) and finds their table rows by
@@ -93,10 +93,10 @@ class SentenceHead(nn.Module):
         self.encoder_type = encoder_type
         if encoder_type == "projection":
             self.projection = nn.Linear(dim, dim)
-        elif encoder_type in ("lstm", "gran"):
+        elif encoder_type in ("lstm", "gran", "blstm"):
             self.lstm = nn.LSTM(dim, dim, batch_first=True)
-        elif encoder_type == "blstm":
-            self.lstm = nn.LSTM(dim, dim, batch_first=True, bidirectional=True)
+            if encoder_type == "blstm":  # the backward direction: an LSTM over each sentence reversed
+                self.lstm_backward = nn.LSTM(dim, dim, batch_first=True)
         elif encoder_type == "lstm_no_output_gate":
             self.lstm = NoOutputGateLSTM(dim, dim)
         if encoder_type == "gran":
@@ -111,15 +111,37 @@ class SentenceHead(nn.Module):
             return self.projection(masked_mean(padded, lengths))
         if self.encoder_type == "lstm_no_output_gate":
             return masked_mean(self.lstm(padded, lengths), lengths)
-        # Packed sequences: no recurrent step is spent on padding (an empty bag runs one step on a zero vector).
-        packed = pack_padded_sequence(padded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False)
-        states, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=padded.shape[1])
+        states = run_lstm(self.lstm, padded, lengths)
         if self.encoder_type == "blstm":
-            forward_states, backward_states = states.chunk(2, dim=-1)
-            states = (forward_states + backward_states) / 2
+            order = reversed_positions(lengths, padded.shape[1])
+            backward = run_lstm(self.lstm_backward, _gather_steps(padded, order), lengths)
+            states = (states + _gather_steps(backward, order)) / 2
         if self.encoder_type == "gran":
             states = padded * torch.sigmoid(self.gate_input(padded) + self.gate_hidden(states))
         return masked_mean(states, lengths)
+
+
+def run_lstm(lstm: nn.LSTM, padded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Hidden states of a unidirectional `lstm` over zero-padded sequences; states past a length are garbage.
+
+    On a GPU the sequences are packed (cuDNN skips the padding). On a CPU, packed sequences run several times
+    slower than one padded batch, and a forward LSTM's states at real steps do not depend on later padding, so
+    the padded batch is run as it is and `masked_mean` ignores the steps past each length.
+    """
+    if not padded.is_cuda:
+        return lstm(padded)[0]
+    packed = pack_padded_sequence(padded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False)
+    return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=padded.shape[1])[0]
+
+
+def reversed_positions(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """`(bags, steps)` index that reverses the first `lengths[i]` steps of row i and keeps the padding after."""
+    position = torch.arange(steps, device=lengths.device).unsqueeze(0)
+    return torch.where(position < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - position, position)
+
+
+def _gather_steps(sequence: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    return sequence.gather(1, order.unsqueeze(-1).expand(-1, -1, sequence.shape[-1]))
 
 
 def unit_codes(

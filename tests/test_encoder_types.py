@@ -65,8 +65,9 @@ def test_blstm_averages_forward_and_backward_states():
     torch.manual_seed(3)
     head = SentenceHead("blstm", 2)
     x = torch.randn(3, 2)
-    states, _ = head.lstm(x.unsqueeze(0))
-    expected = ((states[0, :, :2] + states[0, :, 2:]) / 2).mean(0)
+    forward_states, _ = head.lstm(x.unsqueeze(0))
+    backward_states, _ = head.lstm_backward(x.flip(0).unsqueeze(0))
+    expected = ((forward_states[0] + backward_states[0].flip(0)) / 2).mean(0)
     torch.testing.assert_close(head(x, torch.tensor([0]))[0], expected)
 
 
