@@ -33,10 +33,17 @@ def load_model_encoder(cls, folder: Path):
     read_tokenizer(folder)  # one clear error for a missing or corrupt tokenizer.json
     if not (folder / "model.safetensors").is_file():
         raise PSPInputError(f"{folder}: no model.safetensors")
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a progress bar for a handful of tensors is noise
     try:
         model = modeling().PSPModel.from_pretrained(folder, use_safetensors=True)
     except (OSError, ValueError, RuntimeError) as error:
         raise PSPInputError(f"{folder}: cannot load the model ({str(error).splitlines()[0][:200]})") from None
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     encoder = cls(model, PreTrainedTokenizerFast.from_pretrained(folder))
     encoder._folder = folder
     return encoder
