@@ -195,4 +195,13 @@ def test_recurrent_folders_refuse_smaller_tables(tmp_path):
         encoder.save_pretrained(tmp_path / "x", quantize_to="int8")
     plain = encoder_for_units(vocabulary, 6, "mean")
     plain.save_pretrained(tmp_path / "plain")
-    assert (tmp_path / "plain" / "modules.json").is_file()  # WORD averaging keeps the sentence-transformers layout
+    # WORD averaging keeps the sentence-transformers layout (stock modules over the WordLevel tokenizer).
+    from sentence_transformers import SentenceTransformer
+
+    loaded = SentenceTransformer(str(tmp_path / "plain"), device="cpu")
+    np.testing.assert_allclose(
+        loaded.encode(SENTENCES[:1] + SENTENCES[2:]), plain.encode(SENTENCES[:1] + SENTENCES[2:]), atol=1e-5
+    )
+    assert not (tmp_path / "lstm").exists()
+    encoder.save_pretrained(tmp_path / "lstm")
+    assert not (tmp_path / "lstm" / "modules.json").exists()  # an LSTM has no stock-module equivalent
