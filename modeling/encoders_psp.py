@@ -91,6 +91,7 @@ class SentenceHead(nn.Module):
     def __init__(self, encoder_type: str, dim: int):
         super().__init__()
         self.encoder_type = encoder_type
+        self.pack: bool | None = None  # packed sequences: None = on a GPU only (see run_lstm)
         if encoder_type == "projection":
             self.projection = nn.Linear(dim, dim)
         elif encoder_type in ("lstm", "gran", "blstm"):
@@ -111,24 +112,24 @@ class SentenceHead(nn.Module):
             return self.projection(masked_mean(padded, lengths))
         if self.encoder_type == "lstm_no_output_gate":
             return masked_mean(self.lstm(padded, lengths), lengths)
-        states = run_lstm(self.lstm, padded, lengths)
+        states = run_lstm(self.lstm, padded, lengths, self.pack)
         if self.encoder_type == "blstm":
             order = reversed_positions(lengths, padded.shape[1])
-            backward = run_lstm(self.lstm_backward, _gather_steps(padded, order), lengths)
+            backward = run_lstm(self.lstm_backward, _gather_steps(padded, order), lengths, self.pack)
             states = (states + _gather_steps(backward, order)) / 2
         if self.encoder_type == "gran":
             states = padded * torch.sigmoid(self.gate_input(padded) + self.gate_hidden(states))
         return masked_mean(states, lengths)
 
 
-def run_lstm(lstm: nn.LSTM, padded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def run_lstm(lstm: nn.LSTM, padded: torch.Tensor, lengths: torch.Tensor, pack: bool | None = None) -> torch.Tensor:
     """Hidden states of a unidirectional `lstm` over zero-padded sequences; states past a length are garbage.
 
     On a GPU the sequences are packed (cuDNN skips the padding). On a CPU, packed sequences run several times
     slower than one padded batch, and a forward LSTM's states at real steps do not depend on later padding, so
-    the padded batch is run as it is and `masked_mean` ignores the steps past each length.
+    the padded batch is run as it is and `masked_mean` ignores the steps past each length. `pack` forces either.
     """
-    if not padded.is_cuda:
+    if not (padded.is_cuda if pack is None else pack):
         return lstm(padded)[0]
     packed = pack_padded_sequence(padded, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False)
     return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=padded.shape[1])[0]

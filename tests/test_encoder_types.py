@@ -52,6 +52,18 @@ def test_heads_ignore_padding(encoder_type):
     torch.testing.assert_close(together, alone, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("encoder_type", ["lstm", "blstm", "gran"])
+def test_packed_and_padded_runs_agree(encoder_type):
+    # GPUs run packed sequences, CPUs one padded batch: both must give the same sentence vectors.
+    torch.manual_seed(5)
+    head = SentenceHead(encoder_type, 4)
+    vectors, offsets = torch.randn(9, 4), torch.tensor([0, 2, 2, 8])  # an empty bag too
+    head.pack = True
+    packed = head(vectors, offsets)
+    head.pack = False
+    torch.testing.assert_close(head(vectors, offsets), packed)
+
+
 def test_lstm_without_output_gate_is_tanh_of_the_cell():
     torch.manual_seed(2)
     head = SentenceHead("lstm_no_output_gate", 2)
