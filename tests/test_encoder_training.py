@@ -172,3 +172,17 @@ def test_recurrent_word_trigram_model_trains_saves_and_resumes(tmp_path, train_h
     assert code == 0, err
     sentences = ["a man plays", "zzz unseen", ""]
     np.testing.assert_allclose(psp_hf.load(tmp_path / "part").encode(sentences), full.encode(sentences), atol=1e-6)
+
+
+def test_word_vectors_initialise_word_units(tmp_path):
+    from psp_hf.initialization import word_vector_table
+    from psp_hf.tokenizer import wrap_fast_tokenizer
+    from psp_hf.units import build_units
+
+    tokenizer = wrap_fast_tokenizer(build_units(["the red dog", "a red cat"], "word").tokenizer)
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("2 3\nred 1 2 3\nDog 4 5 6\n", encoding="utf-8")
+    found = word_vector_table(tokenizer, vectors, dim=3)
+    assert found.covered == 2
+    np.testing.assert_array_equal(found.table[tokenizer.convert_tokens_to_ids("red")], [1, 2, 3])
+    np.testing.assert_array_equal(found.table[tokenizer.convert_tokens_to_ids("dog")], [4, 5, 6])
