@@ -106,8 +106,7 @@ def train_row(name: str, flags: list[str], data: Path, folder: Path, args, teach
                     raise SystemExit("--recurrent-init word-mean: train the word-mean row first (list it earlier)")
                 word_vectors_file(args.work / "word-mean", vectors)
             common += ["--init", "word-vectors", "--init-vectors", str(vectors)]
-    distilled = teacher is not None and not recurrent
-    if distilled:
+    if teacher is not None and not recurrent:
         common += ["--teacher-cache", str(teacher), "--distill-weight", "1"]
     if not (folder / "config.json").is_file():
         start = time.perf_counter()
@@ -118,13 +117,15 @@ def train_row(name: str, flags: list[str], data: Path, folder: Path, args, teach
     dev = [json.loads(line) for line in (folder / "training" / "metrics.jsonl").read_text().splitlines()]
     evals = [record for record in dev if record.get("event") == "eval"]
     end = next(record for record in dev if record.get("event") == "end")
+    run = json.loads((folder / "training" / "args.json").read_text())  # what the run used (it may be reused)
+    distilled = bool(run.get("teacher_cache")) and run.get("distill_weight", 0) > 0
     return {
         "untrained_dev": evals[0]["dev_stsb_pearson"],
         "trained_dev": evals[-1]["dev_stsb_pearson"],
         "train_minutes": end["train_seconds"] / 60,
         "pairs": end["pairs_seen"],
         "distilled": distilled,
-        "init": "WORD (mean) vectors" if recurrent and args.recurrent_init == "word-mean" else "random",
+        "init": "WORD (mean) vectors" if run.get("init") == "word-vectors" else "random",
     }
 
 
