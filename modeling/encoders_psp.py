@@ -93,7 +93,11 @@ class SentenceHead(nn.Module):
         self.encoder_type = encoder_type
         self.pack: bool | None = None  # packed sequences: None = on a GPU only (see run_lstm)
         if encoder_type == "projection":
+            # Starts as the identity, so an untrained projection model is the plain average it builds on.
             self.projection = nn.Linear(dim, dim)
+            with torch.no_grad():
+                self.projection.weight.copy_(torch.eye(dim))
+                self.projection.bias.zero_()
         elif encoder_type in ("lstm", "gran", "blstm"):
             self.lstm = nn.LSTM(dim, dim, batch_first=True)
             if encoder_type == "blstm":  # the backward direction: an LSTM over each sentence reversed

@@ -64,6 +64,14 @@ def test_packed_and_padded_runs_agree(encoder_type):
     torch.testing.assert_close(head(vectors, offsets), packed)
 
 
+def test_projection_starts_as_the_mean():
+    head = SentenceHead("projection", 3)
+    vectors = torch.randn(5, 3)
+    torch.testing.assert_close(
+        head(vectors, torch.tensor([0, 2])), torch.stack([vectors[:2].mean(0), vectors[2:].mean(0)])
+    )
+
+
 def test_lstm_without_output_gate_is_tanh_of_the_cell():
     torch.manual_seed(2)
     head = SentenceHead("lstm_no_output_gate", 2)
