@@ -213,6 +213,8 @@ def test_recurrent_folders_refuse_smaller_tables(tmp_path):
     encoder = encoder_for_units(vocabulary, 6, "lstm")
     with pytest.raises(PSPInputError, match="averaging encoders only"):
         encoder.save_pretrained(tmp_path / "x", quantize_to="int8")
+    with pytest.raises(PSPInputError, match="averaging encoders only"):
+        encoder.save_pretrained(tmp_path / "x", dimensionality=4)
     plain = encoder_for_units(vocabulary, 6, "mean")
     plain.save_pretrained(tmp_path / "plain")
     # WORD averaging keeps the sentence-transformers layout (stock modules over the WordLevel tokenizer).

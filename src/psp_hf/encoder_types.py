@@ -64,7 +64,7 @@ def embed_with_model(model, flat_ids: np.ndarray, offsets: np.ndarray, out: np.n
 
 def check_model_save(torch_only: bool, quantize_to: str | None, dimensionality: int | None) -> None:
     """Smaller tables (PCA, float16, int8) are for the averaging encoders, whose output is the table's space."""
-    if torch_only and quantize_to not in (None, "float32") or dimensionality is not None:
+    if torch_only and (quantize_to not in (None, "float32") or dimensionality is not None):
         raise PSPInputError(
             "quantize_to / dimensionality apply to averaging encoders only (psp, mean, max over the tokenizer's ids)"
         )

@@ -102,8 +102,8 @@ class EncoderArguments:
             raise PSPInputError(f"--init {self.init} needs a table of tokenizer pieces or words; not with trigrams")
         if self.units != "piece" and (self.tokenizer or self.init_from):
             raise PSPInputError("--units word/trigram builds its own vocabulary: drop --tokenizer / --init-from")
-        if self.piece_weights != "none" and self.encoder_type not in ("psp", "mean"):
-            raise PSPInputError("--piece-weights applies to averaging encoders (psp, mean) only")
+        if self.piece_weights != "none" and (self.encoder_type not in ("psp", "mean") or characters):
+            raise PSPInputError("--piece-weights applies to averaging encoders (psp, mean) of pieces or words only")
         if self.dropout > 0 and "max" in (
             self.encoder_type,
             self.second_encoder_type if self.combination != "none" else "",
