@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_psp import PSPConfig
+from .encoders_psp import AVERAGING, SentenceHead, codes_to_rows, unit_codes
 
 
 def apply_unknown_rule(
@@ -74,7 +75,8 @@ class PSPModelOutput(ModelOutput):
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, seq_len, hidden_size)`, *optional*):
             Each piece's row of the table, zeros where `attention_mask` is 0. Only for padded `input_ids` (what a
             tokenizer returns), so that generic code (mean pooling over tokens, the feature-extraction pipeline)
-            finds per-token vectors; `None` on the flat `offsets` path and with `output_token_embeddings=False`.
+            finds per-token vectors; `None` on the flat `offsets` path, with `output_token_embeddings=False` and
+            for the encoders other than a plain mean or max of the tokenizer's ids' rows.
         sentence_embedding (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
             One embedding per sentence (not normalised).
         pooler_output (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
@@ -117,6 +119,20 @@ class PSPModel(PSPPreTrainedModel):
             config.vocab_size, config.hidden_size, mode="sum" if config.use_piece_weights else config.pooling
         )
         self.piece_weights = nn.Parameter(torch.ones(config.vocab_size)) if config.use_piece_weights else None
+        # The papers' other encoders (see encoders_psp.py): a head after the table, units formed from characters,
+        # and a second encoder with its own table for combinations. None of it exists for P-SP's plain average.
+        self.head = (
+            SentenceHead(config.encoder_type, config.hidden_size) if config.encoder_type not in AVERAGING else None
+        )
+        if config.units != "tokens":
+            self.register_buffer("unit_codes", torch.zeros(config.unit_count, dtype=torch.long))
+        second = config.second_encoder
+        if second is not None:
+            self.second_embeddings = nn.EmbeddingBag(second["vocab_size"], second["hidden_size"], mode="sum")
+            if second["encoder_type"] not in AVERAGING:
+                self.second_head = SentenceHead(second["encoder_type"], second["hidden_size"])
+            if second["units"] != "tokens":
+                self.register_buffer("second_unit_codes", torch.zeros(second["unit_count"], dtype=torch.long))
         if getattr(config, "table_dtype", "float32") == "int8":
             # int8 storage: the loaded table holds the integers; one scale per row turns them back into floats.
             self.register_buffer("table_scales", torch.ones(config.vocab_size))
@@ -138,10 +154,74 @@ class PSPModel(PSPPreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings = value
 
+    @property
+    def stream_count(self) -> int:
+        """1, or 2 for a combination of two encoders."""
+        return 1 if self.config.second_encoder is None else 2
+
+    def stream_spec(self, index: int) -> dict:
+        """Encoder type, units and pooling of encoder `index` (0: this config's, 1: `second_encoder`)."""
+        config = self.config
+        if index == 0:
+            return {"encoder_type": config.encoder_type, "units": config.units, "pooling": config.pooling}
+        second = config.second_encoder
+        return {**second, "pooling": "max" if second["encoder_type"] == "max" else "mean"}
+
+    def stream_table(self, index: int) -> nn.EmbeddingBag:
+        """The embedding table of encoder `index`."""
+        return self.embeddings if index == 0 else self.second_embeddings
+
+    def stream_units(
+        self, index: int, flat_ids: torch.Tensor, offsets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Table rows of encoder `index`'s units of the tokenizer's bags, after the unknown rule."""
+        config = self.config
+        units = self.stream_spec(index)["units"]
+        boundary = None
+        if units == "tokens":
+            boundary = getattr(config, "word_boundary_token_id", None)
+            boundary = boundary if boundary is not None and boundary >= 0 else None
+        else:
+            codes, offsets = unit_codes(flat_ids, offsets, units, config.word_separator_id, config.char_vocab_size)
+            flat_ids = codes_to_rows(codes, self.unit_codes if index == 0 else self.second_unit_codes)
+        if config.drop_unknown:
+            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, config.unk_token_id, boundary)
+        return flat_ids, offsets
+
+    def pool_stream(
+        self,
+        index: int,
+        rows: torch.Tensor,
+        ids: torch.Tensor,
+        offsets: torch.Tensor,
+        table_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Encoder `index`'s sentence vectors from `rows[ids]` in bags (`table_ids`: the table rows, for weights)."""
+        spec = self.stream_spec(index)
+        if spec["encoder_type"] in AVERAGING:
+            weights = None
+            if index == 0 and self.piece_weights is not None:
+                weights = self.piece_weights[ids if table_ids is None else table_ids]
+            return pool_bags(rows, ids, offsets, weights, spec["pooling"])
+        head = self.head if index == 0 else self.second_head
+        return head(nn.functional.embedding(ids, rows), offsets)
+
+    def combine(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        """One sentence vector from each encoder's: the sum or the concatenation (one encoder: as it is)."""
+        if len(parts) == 1:
+            return parts[0]
+        return parts[0] + parts[1] if self.config.combination == "add" else torch.cat(parts, dim=1)
+
     def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
         if not self._table_dequantized:
             self._dequantize_table()
+        if not self.config.light_path:
+            parts = []
+            for index in range(self.stream_count):
+                ids, bag_offsets = self.stream_units(index, flat_ids, offsets)
+                parts.append(self.pool_stream(index, self.stream_table(index).weight, ids, bag_offsets))
+            return self.combine(parts)
         if self.config.drop_unknown:
             boundary = getattr(self.config, "word_boundary_token_id", None)
             boundary = boundary if boundary is not None and boundary >= 0 else None
@@ -182,7 +262,7 @@ class PSPModel(PSPPreTrainedModel):
             lengths = mask.sum(dim=1)
             offsets = torch.zeros_like(lengths)
             offsets[1:] = torch.cumsum(lengths, 0)[:-1]
-            if output_token_embeddings:
+            if output_token_embeddings and self.config.light_path:
                 if not self._table_dequantized:
                     self._dequantize_table()
                 weight = self.embeddings.weight

@@ -21,15 +21,9 @@ from .encoder_helpers import (
     private_backend,
     word_cache_applies,
 )
+from .encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
 from .errors import PSPInputError
-from .model_folder import (
-    PSPSettings,
-    read_settings,
-    read_tokenizer,
-    read_weights,
-    resolve_model_path,
-    word_boundary_id,
-)
+from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 from .piece_cache import WordPieceCache, concatenated_ranges, split_plain
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 
@@ -62,6 +56,7 @@ class PSPEncoder:
             raise TypeError("PSPEncoder(model, tokenizer) needs both; use psp_hf.load(folder) to load a folder")
         backend = private_backend(tokenizer.backend_tokenizer)
         self._setup(PSPSettings.from_config(model.config), backend, tokenizer_size=len(tokenizer))
+        self._torch_only = not getattr(model.config, "light_path", True)  # LSTM, GRAN, ...: through the model
         if getattr(model.config, "word_boundary_token_id", None) is None:
             # Older configs lack it; the remote code must apply the same rule as encode().
             model.config.word_boundary_token_id = self.settings.word_boundary_token_id
@@ -86,6 +81,7 @@ class PSPEncoder:
         # As sentence-transformers' `truncate_dim`: encode's default width (None: the model's dimension).
         self.truncate_dim: int | None = None
         self._folder = folder
+        self._torch_only = False
         self._model = None
         self._tokenizer = None
         self._table: np.ndarray | None = None
@@ -139,6 +135,8 @@ class PSPEncoder:
             if encoder is None:  # not another format either: the psp error says what is wrong
                 raise
             return encoder
+        if folder_needs_model(path):
+            return load_model_encoder(cls, path)
         backend = read_tokenizer(path)
         table, piece_weights = read_weights(path, settings)
         encoder = cls.__new__(cls)
@@ -169,6 +167,7 @@ class PSPEncoder:
                 f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
                 "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
             )
+        check_model_save(self._torch_only, quantize_to, dimensionality)
         check_table_options(quantize_to, dimensionality, self.dim)
         if dimensionality is not None and dimensionality != self.dim:
             from .smaller_tables import reduce_dimensions
@@ -189,7 +188,8 @@ class PSPEncoder:
         self.tokenizer.save_pretrained(directory)
         portable_tokenizer_class(directory)
         if quantize_to in (None, "float32"):
-            write_sentence_transformers_files(directory, self)
+            if not self._torch_only:  # LSTM, GRAN, ...: no sentence-transformers layout (see encoder_types.py)
+                write_sentence_transformers_files(directory, self)
         else:
             write_smaller_weights(directory, *self._weights(), quantize_to)
         return directory
@@ -272,7 +272,7 @@ class PSPEncoder:
     @property
     def dim(self) -> int:
         """Dimension of the embeddings."""
-        return self.settings.hidden_size
+        return self._model.config.sentence_dim if self._torch_only else self.settings.hidden_size
 
     @property
     def unk_token_id(self) -> int:
@@ -280,8 +280,7 @@ class PSPEncoder:
         return self.settings.unk_token_id
 
     def __repr__(self) -> str:
-        s = self.settings
-        return f"PSPEncoder(vocab_size={s.vocab_size}, dim={s.hidden_size}, pooling={s.pooling!r})"
+        return f"PSPEncoder(vocab_size={self.settings.vocab_size}, dim={self.dim}, pooling={self.settings.pooling!r})"
 
     # ----------------------------------------------------------------------------- encoding
     def tokenize(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -335,6 +334,8 @@ class PSPEncoder:
     def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""
         s = self.settings
+        if self._torch_only:
+            return embed_with_model(self._model, flat_ids, offsets, out)
         if s.drop_unknown:
             boundary = s.word_boundary_token_id if s.word_boundary_token_id >= 0 else None
             flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, s.unk_token_id, boundary)

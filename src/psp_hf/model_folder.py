@@ -30,6 +30,7 @@ MODEL_FILES = [
     "special_tokens_map.json",
     "configuration_psp.py",
     "modeling_psp.py",
+    "encoders_psp.py",
 ]
 
 

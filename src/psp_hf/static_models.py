@@ -104,6 +104,8 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
 
     from .io import atomic_path
 
+    if getattr(encoder, "_torch_only", False):  # LSTM, GRAN, character units...: not one table's average
+        raise PSPInputError("model2vec folders hold averaging encoders only (psp, mean, max over the tokenizer's ids)")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     table, piece_weights = encoder._weights()

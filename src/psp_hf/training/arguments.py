@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
+from .encoder_options import EncoderArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
@@ -37,7 +38,7 @@ def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict[str,
 
 
 @dataclass
-class TrainingArguments:
+class TrainingArguments(EncoderArguments):
     """Settings of one training run (see `psp train --help` for each one)."""
 
     # ---- data
@@ -300,6 +301,7 @@ class TrainingArguments:
 
         parse_nested_dims(self.matryoshka_dims, self.matryoshka_weights, self.dim)
         parse_report_to(self.report_to)
+        self.validate_encoder_options()
         if self.kind == "bitext" and not self.lang and self.columns is None:
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 

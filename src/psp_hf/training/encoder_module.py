@@ -34,6 +34,9 @@ class TrainingEncoder(nn.Module):
         self.generator: torch.Generator | None = None
         # Matryoshka training: the distillation rows are mapped once per prefix length (inside forward, for DDP).
         self.nested = nested if nested is not None and nested.nested else None
+        # The papers' options (training/encoder_options.py): unit scrambling and the L2 pull (lambda_w).
+        self.scramble_rate = self.init_l2 = 0.0
+        self.l2_penalty: torch.Tensor | None = None
 
     def forward(
         self, flat_ids: torch.Tensor, offsets: torch.Tensor, project_last: int = 0
@@ -55,6 +58,10 @@ class TrainingEncoder(nn.Module):
         config = self.model.config
         if not self.training:
             return self.model.embed(flat_ids, offsets)
+        if not config.light_path or self.scramble_rate > 0 or self.init_l2 > 0:
+            from .encoder_options import train_embed
+
+            return train_embed(self, flat_ids, offsets)
         if config.drop_unknown:
             flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, config.unk_token_id)
         table = self.model.embeddings

@@ -14,6 +14,9 @@ A mega-batch is M mini-batches gathered together. Each of its 2N sentences is em
 where candidates are the other side of the pairs (bitext: the other language) or both sides (paraphrases).
 M starts at 1 and grows by 1 every `anneal` mini-batches up to `max_size`.
 
+The ICLR 2016 paper's selections are `make_miner`'s "max" (the hardest negative of the mini-batch: M = 1) and
+"mix" (the same, but with probability 1/2 a uniformly random allowed candidate of the mini-batch instead).
+
 Layout of a mega-batch: sentence `i < N` is the first side of pair `i`, sentence `N + i` its second side.
 """
 
@@ -123,7 +126,14 @@ class MegaBatchMiner:
         chunk_rows: rows of the similarity matrix computed at once (bounds memory to chunk_rows x 2N floats).
     """
 
-    def __init__(self, max_size: int = 100, anneal: int = 150, pool: str = "other-side", chunk_rows: int = 2048):
+    def __init__(
+        self,
+        max_size: int = 100,
+        anneal: int = 150,
+        pool: str = "other-side",
+        chunk_rows: int = 2048,
+        mix_rate: float = 0.0,
+    ):
         if max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}")
         if anneal < 0:
@@ -134,7 +144,16 @@ class MegaBatchMiner:
         self.anneal = anneal
         self.pool = pool
         self.chunk_rows = chunk_rows
+        if not 0.0 <= mix_rate <= 1.0:
+            raise ValueError(f"mix_rate must be in [0, 1], got {mix_rate}")
+        # MIX: the share of anchors whose negative is a random allowed candidate instead of the hardest.
+        self.mix_rate = mix_rate
+        self.generator = torch.Generator()
         self.last_teacher_masked = 0  # candidates removed by the teacher threshold in the last mine() call
+
+    def reseed(self, seed: int, step: int) -> None:
+        """Seed MIX's random choices from (seed, step), so that a resumed run draws the same negatives."""
+        self.generator.manual_seed((seed * 1_000_003 + step * 7919 + 17) % 2**62)
 
     def size_at(self, step: int) -> int:
         """M for a mega-batch gathered after `step` mini-batches: 1 + step // anneal, capped."""
@@ -208,9 +227,26 @@ class MegaBatchMiner:
                     paraphrase &= ~torch.isneginf(scores)  # count only candidates not already excluded
                     self.last_teacher_masked += int(paraphrase.sum())
                     scores[paraphrase] = -torch.inf
+                if self.mix_rate > 0:
+                    scores = self._mix(scores)
                 best_scores, best = scores.max(dim=1)
                 chosen = best + pool_start
                 negatives[row_start:row_end] = torch.where(
                     torch.isneginf(best_scores), torch.full_like(chosen, NO_NEGATIVE), chosen
                 )
         return negatives
+
+    def _mix(self, scores: torch.Tensor) -> torch.Tensor:
+        """Rows drawn with probability `mix_rate` get random scores on their allowed candidates (a random pick)."""
+        random_rows = torch.rand(scores.shape[0], generator=self.generator) < self.mix_rate
+        noise = torch.rand(scores.shape, generator=self.generator).to(scores.device)
+        mixed = torch.where(torch.isneginf(scores), scores, noise)
+        return torch.where(random_rows.to(scores.device)[:, None], mixed, scores)
+
+
+def make_miner(args) -> MegaBatchMiner:
+    """The miner `TrainingArguments` ask for: mega-batch hardest (P-SP, ParaNMT), MAX or MIX (ICLR 2016)."""
+    pool = args.resolved_negatives()
+    if args.negative_selection == "megabatch":
+        return MegaBatchMiner(args.megabatch_size, args.megabatch_anneal, pool=pool)
+    return MegaBatchMiner(1, 0, pool=pool, mix_rate=0.5 if args.negative_selection == "mix" else 0.0)

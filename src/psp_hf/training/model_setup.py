@@ -52,6 +52,11 @@ def load_or_train_tokenizer(
             initial_model(args.init_from).tokenizer.save_pretrained(folder)
         elif args.tokenizer:
             PreTrainedTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(folder)
+        elif args.units != "piece":
+            from .encoder_options import build_run_units
+
+            say(f"building the {args.units} vocabulary (min count {args.min_count}) of the training text")
+            build_run_units(args, folder, texts(args.tokenizer_sentences))
         elif (prepared := prepared_tokenizer(args.data)) is not None:
             say(f"using the {len(prepared)}-piece tokenizer that psp prepare trained with {args.data[0]}")
             prepared.save_pretrained(folder)

@@ -13,7 +13,7 @@ from ..errors import PSPInputError
 from .arguments import DEV_SPLITS, TrainingArguments
 from .checkpoint import CheckpointStore, TrainState
 from .metrics_log import MetricsLog
-from .miner import MegaBatchMiner
+from .miner import make_miner
 
 # Settings that cannot change between a run and its resumption (they change the data order or the model).
 RESUME_FIXED = (
@@ -45,6 +45,12 @@ RESUME_FIXED = (
     "teacher_model",
     "piece_weights",
     "skip_bad_lines",
+    "encoder_type",
+    "units",
+    "min_count",
+    "combination",
+    "second_encoder_type",
+    "second_units",
 )
 
 
@@ -260,8 +266,8 @@ class RunSetup:
         return training_texts(self.source, self.pool, limit)
 
     def _build_model(self, resuming: bool) -> None:
-        from ..encoder import PSPEncoder
         from .encoder_module import TrainingEncoder
+        from .encoder_options import configure_training_encoder, new_encoder
         from .model_setup import initialise, load_or_train_tokenizer
         from .optimizer import make_optimizers
 
@@ -278,8 +284,10 @@ class RunSetup:
         self.backend = self.tokenizer.backend_tokenizer
         self.backend.no_padding()
         self.backend.no_truncation()
-        encoder = PSPEncoder.from_tokenizer(
+        encoder = new_encoder(
+            args,
             self.tokenizer,
+            self.training_dir / "tokenizer",
             hidden_size=args.dim,
             seed=args.seed,
             use_piece_weights=args.piece_weights != "none",
@@ -295,23 +303,24 @@ class RunSetup:
             # SIF weights are frequencies, not parameters: they stay as computed.
             self.model.piece_weights.requires_grad_(False)
         self.projection = None
-        if (self.distilling or self.bitext_teacher is not None) and teacher.dim != args.dim:
+        if (self.distilling or self.bitext_teacher is not None) and teacher.dim != encoder.dim:
+            # encoder.dim: 2 x --dim for a concatenation
             torch.manual_seed(args.seed + 1)
-            self.projection = torch.nn.Linear(args.dim, teacher.dim, bias=False)
+            self.projection = torch.nn.Linear(encoder.dim, teacher.dim, bias=False)
         from .matryoshka import parse_nested_dims
 
         self.nested = parse_nested_dims(args.matryoshka_dims, args.matryoshka_weights, args.dim)
         self.sparse = self._use_sparse()
         self.model.embeddings.sparse = self.sparse
-        self.encoder_module = self.accelerator.prepare(
-            TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection, nested=self.nested)
-        )
+        module = TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection, nested=self.nested)
+        configure_training_encoder(module, args, self.training_dir, resuming)
+        self.encoder_module = self.accelerator.prepare(module)
         self.encoder_module.train()
         table, *others = self._trainable()
         self.optimizers = [
             self.accelerator.prepare(optimizer) for optimizer in make_optimizers(table, others, args.lr, self.sparse)
         ]
-        self.miner = MegaBatchMiner(args.megabatch_size, args.megabatch_anneal, pool=args.resolved_negatives())
+        self.miner = make_miner(args)
 
     def _use_sparse(self) -> bool:
         if self.args.sparse != "auto":

@@ -190,6 +190,7 @@ class Trainer(RunSetup):
     def _mine(self, megabatch: MegaBatch, teacher: torch.Tensor | None = None) -> torch.Tensor:
         with torch.no_grad():
             embeddings = self.model.embed(megabatch.flat_ids, megabatch.starts)
+        self.miner.reseed(self.args.seed, self.state.step)
         return self.miner.mine(
             embeddings,
             megabatch.keys,
@@ -247,7 +248,7 @@ class Trainer(RunSetup):
             else:  # one forward for both (DDP): the pool's bags after the pairs'
                 offsets = torch.cat([offsets, distill_offsets + flat_ids.numel()])
                 flat_ids = torch.cat([flat_ids, distill_ids])
-        if args.dropout > 0:
+        if args.dropout > 0 or args.scramble_rate > 0:
             generator = torch.Generator(device=self.device)
             generator.manual_seed((args.seed * 1_000_003 + self.state.step * 7919 + self.rank) % 2**62)
             self.accelerator.unwrap_model(self.encoder_module).generator = generator
@@ -274,6 +275,8 @@ class Trainer(RunSetup):
             else:
                 distill_part = objective(projected, targets)
             loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
+        if args.init_l2 > 0:  # lambda_w (encoder_options.py)
+            loss = loss + args.init_l2 * self.accelerator.unwrap_model(self.encoder_module).l2_penalty
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         self.accelerator.backward(loss)
