@@ -39,3 +39,16 @@ def test_language_facts_parse(language):
     facts, notes = card_module.language_template(language)
     assert {"title", "language_name", "languages", "examples", "paper_setting"} <= set(facts)
     assert language in facts["languages"] and notes and not notes.startswith("---")
+
+
+def test_card_of_a_recurrent_encoder_names_it_and_offers_no_sentence_transformers_layout():
+    from psp_hf.hub.card import render_model_card
+    from psp_hf.modeling import PSPConfig
+
+    gran = render_model_card(
+        PSPConfig(vocab_size=50, hidden_size=8, encoder_type="gran", units="words", unit_count=48), "en"
+    )
+    assert "GRAN over words" in gran and "library_name: transformers" in gran
+    assert "SentenceTransformer(" not in gran and "sentence-transformers" not in gran.split("---")[1]
+    average = render_model_card(PSPConfig(vocab_size=50, hidden_size=8), "en")
+    assert "SentenceTransformer(" in average and "library_name: sentence-transformers" in average

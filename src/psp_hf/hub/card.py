@@ -308,12 +308,17 @@ def render_model_card(
     drop_unknown = bool(getattr(config, "drop_unknown", True))
     max_seq_length = max_seq_length or DEFAULT_MAX_SEQ_LENGTH
 
+    # The papers' other encoders (projection, recurrent, trigram units, combinations) have no sentence-transformers
+    # layout: their card says so and names transformers as the library.
+    averaging = bool(getattr(config, "light_path", True))
     card_data = ModelCardData(
         language=list(facts["languages"]),
         license=training_info.get("license", license),
-        library_name="sentence-transformers",
-        tags=["sentence-transformers", "sentence-similarity", "feature-extraction", "psp", "paraphrastic",
-              "static-embeddings", "custom_code"],
+        library_name="sentence-transformers" if averaging else "transformers",
+        tags=(["sentence-transformers"] if averaging else [])
+        + ["sentence-similarity", "feature-extraction", "psp", "paraphrastic"]
+        + (["static-embeddings"] if averaging else [])
+        + ["custom_code"],
         datasets=_datasets(training_info) or None,
         pipeline_tag="sentence-similarity",
         model_name=model_name,
@@ -330,6 +335,9 @@ def render_model_card(
     values = {
         "model_name": model_name,
         "repo_id": repo_id,
+        "averaging": averaging,
+        "encoder_description": _encoder_description(config),
+        "sentence_dim": _format_number(getattr(config, "sentence_dim", config.hidden_size)),
         "title": facts["title"],
         "language_name": facts["language_name"],
         "hidden_size": _format_number(config.hidden_size),
@@ -357,6 +365,25 @@ def render_model_card(
     }
     card = ModelCard.from_template(card_data, template_str=_template_text("_card.md"), **values)
     return f"{str(card).rstrip()}\n"
+
+
+def _encoder_description(config) -> str:
+    """The encoder in words, as the papers name it (e.g. 'GRAN over words')."""
+    names = {
+        "psp": "mean", "mean": "mean", "max": "maximum", "projection": "mean and a linear projection", "lstm": "LSTM",
+        "lstm_no_output_gate": "LSTM without output gate", "blstm": "BLSTM", "gran": "GRAN",
+    }  # fmt: skip
+    units = {"tokens": "the tokenizer's pieces", "words": "words", "trigrams": "character trigrams"}
+
+    def one(encoder_type: str, unit: str) -> str:
+        return f"{names.get(encoder_type, encoder_type)} over {units.get(unit, unit)}"
+
+    first = one(getattr(config, "encoder_type", "psp"), getattr(config, "units", "tokens"))
+    second = getattr(config, "second_encoder", None)
+    if not second:
+        return first
+    how = "concatenated with" if getattr(config, "combination", None) == "concat" else "added to"
+    return f"{first}, {how} {one(second['encoder_type'], second.get('units', 'tokens'))}"
 
 
 def write_model_card(
