@@ -76,7 +76,12 @@ def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypa
     # A cache far from its pool: the report must come from the copy the labelling command leaves in the cache.
     cache = tmp_path / "elsewhere" / "cache"
     pool = toy["pool"]
-    assert psp(["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", "bow"]) == 0
+    assert (
+        psp(
+            ["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", "bow", "--backend", "torch"]
+        )
+        == 0
+    )
     meta = json.loads((cache / "meta.json").read_text())
     assert meta["corpus"] == str(pool.resolve()) and meta["label_seconds"] >= 0
     assert json.loads((cache / "corpus-report.json").read_text())["sources"]["toy-text"]["license"] == "CC0"
@@ -114,7 +119,8 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
         (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),
         (
             ["label", "--corpus", str(toy["pool"]), "--cache", str(toy["cache"]), "--teacher", "other"],
-            "holds labels of teacher 'bag-of-words' (dim 12); refusing to mix in 'other'",
+            "holds labels of teacher 'bag-of-words' (dim 12, backend torch); "
+            "refusing to mix in 'other' (backend onnx-int8)",
         ),
         (["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")], "no pool there"),
         (["label", "--corpus", str(toy["pool"]), "--cache", str(a_file)], "exists and is not a folder"),

@@ -159,9 +159,10 @@ class TeacherCache:
         # Caches from before backends existed were labelled by the torch model.
         held = meta.get("backend", "torch")
         if meta.get("teacher") != name or (dim is not None and meta.get("dim") != dim) or held != backend:
+            asked = f"{name!r} ({'' if dim is None else f'dim {dim}, '}backend {backend})"
             raise PSPInputError(
                 f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}, backend "
-                f"{held}); refusing to mix in {name!r} (dim {dim}, backend {backend}): use another cache folder"
+                f"{held}); refusing to mix in {asked}: use another cache folder"
             )
 
     def _write_meta(self, name: str, dim: int, backend: str) -> None:
@@ -258,8 +259,10 @@ def label_pool(
     sentences = read_corpus(corpus)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
-    if TeacherCache(cache).meta() is not None and set(sentences) <= TeacherCache(cache).labelled_sentences():
-        return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
+    if TeacherCache(cache).meta() is not None:
+        TeacherCache(cache)._check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
+        if set(sentences) <= TeacherCache(cache).labelled_sentences():
+            return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
     model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
     started = time.perf_counter()
     count = TeacherCache(cache).label(
