@@ -7,7 +7,7 @@ Columns: sentences/s (wall clock, the teacher already loaded and warmed up; the 
 export nor the quantisation, which happen once per cache), CPU seconds per 1,000 sentences (all threads summed:
 less sensitive to other jobs on the machine than wall time), and the cosine between each backend's label and the
 torch teacher's label of the same sentence (mean and minimum). `torch` is what `psp prepare label` ran before
-the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default batch of 32.
+the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default batch of 16.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from psp_hf.data.pool import read_corpus
-    from psp_hf.data.teacher_labels import labelling_teacher
+    from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher
 
     sentences = read_corpus(args.pool)[: args.sentences]
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as work:
         for backend in backends:
             teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
-            batch_size = 64 if backend == "torch" else 32
+            batch_size = default_batch_size(backend)
             labels, wall, cpu = _timed(teacher, sentences, batch_size)
             if reference is None:
                 reference = labels

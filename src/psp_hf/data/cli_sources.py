@@ -62,7 +62,9 @@ def add_source_commands(sub) -> None:
         "--max-sentences", type=positive_int, default=None, help="label only the pool's first N sentences"
     )
     label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
-    label.add_argument("--batch-size", type=positive_int, default=32, help="sentences per teacher batch")
+    label.add_argument(
+        "--batch-size", type=positive_int, default=None, help="sentences per teacher batch (default 16; torch: 64)"
+    )
     label.add_argument("--device", default="cpu")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
 

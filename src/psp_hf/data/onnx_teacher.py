@@ -182,7 +182,7 @@ class OnnxTeacher:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors.astype(np.float32, copy=False)
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 32, **ignored) -> np.ndarray:
+    def encode(self, sentences: Sequence[str], batch_size: int = 16, **ignored) -> np.ndarray:
         """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

@@ -83,6 +83,12 @@ def labelling_teacher(
     return OnnxTeacher.from_sentence_transformer(model, work_dir, quantize=backend == "onnx-int8", threads=threads)
 
 
+def default_batch_size(backend: str) -> int:
+    """Sentences per teacher batch: small batches suit ONNX Runtime's one-thread sessions (less padding, and
+    tokenisation of one batch overlaps the model run of another), larger ones the torch model's threads."""
+    return 64 if backend == "torch" else 16
+
+
 def teacher_name(name_or_path: str | os.PathLike | None) -> str:
     """How the card and the cache name a teacher: the Hub id, or 'sentence-transformers/all-MiniLM-L6-v2'."""
     if name_or_path is None:
@@ -192,7 +198,7 @@ class TeacherCache:
         teacher: SentenceTeacher,
         name: str = "teacher",
         chunk_size: int = 8192,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         backend: str = "torch",
     ) -> int:
@@ -200,6 +206,8 @@ class TeacherCache:
 
         `name` and `backend` identify the teacher and how it was run: a cache refuses labels from another.
         """
+        if batch_size is None:
+            batch_size = default_batch_size(backend)
         if chunk_size < 1 or batch_size < 1:
             raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -241,7 +249,7 @@ def label_pool(
     teacher: str | os.PathLike | None = None,
     threads: int = 1,
     chunk_size: int = 8192,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
     backend: str = "onnx-int8",
