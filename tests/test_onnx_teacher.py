@@ -67,6 +67,14 @@ def test_export_is_reused_not_redone(teacher, exported):
     assert {path.name: path.stat().st_mtime_ns for path in work.glob("*.onnx")} == before
 
 
+def test_an_export_of_another_teacher_is_redone(teacher, tmp_path):
+    work = tmp_path / "onnx"
+    OnnxTeacher.from_sentence_transformer(teacher, work, quantize=False, name="teacher-a")
+    (work / "model.onnx").write_bytes(b"not a model")  # stands for teacher-a's export, unusable for teacher-b
+    relabelled = OnnxTeacher.from_sentence_transformer(teacher, work, quantize=False, name="teacher-b")
+    np.testing.assert_allclose(relabelled.encode(SENTENCES[:2]), teacher.encode(SENTENCES[:2]), atol=2e-5)
+
+
 def test_threads_do_not_change_the_labels(exported):
     work, two_threads = exported
     one_thread = OnnxTeacher(work / "model-int8.onnx", two_threads.tokenizer, threads=1)

@@ -138,12 +138,23 @@ class OnnxTeacher:
 
     @classmethod
     def from_sentence_transformer(
-        cls, teacher, work_dir: str | os.PathLike, quantize: bool = True, threads: int = 1
+        cls, teacher, work_dir: str | os.PathLike, quantize: bool = True, threads: int = 1, name: str | None = None
     ) -> OnnxTeacher:
-        """Export `teacher` (a loaded `SentenceTransformer`) into `work_dir` unless done before, then load it."""
+        """Export `teacher` (a loaded `SentenceTransformer`) into `work_dir` unless done before, then load it.
+
+        `name` identifies the teacher: files that `work_dir` holds for another name are exported again.
+        """
         model, tokenizer, mode, normalize, max_length = _teacher_parts(teacher)
         work = Path(work_dir)
         work.mkdir(parents=True, exist_ok=True)
+        record = work / "teacher.json"
+        if (
+            name is not None
+            and record.is_file()
+            and json.loads(record.read_text(encoding="utf-8")).get("teacher") != name
+        ):
+            for stale in work.glob("*.onnx"):
+                stale.unlink()
         fp32 = work / "model.onnx"
         if not fp32.is_file():
             _export(model, tokenizer, fp32)
@@ -152,8 +163,8 @@ class OnnxTeacher:
             path = work / "model-int8.onnx"
             if not path.is_file():
                 _quantize(fp32, path)
-        info = {"pooling_mode": mode, "normalize": normalize, "max_length": max_length, "weights": path.name}
-        with atomic_path(work / "teacher.json") as tmp:
+        info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
+        with atomic_path(record) as tmp:
             tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
         return cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)

@@ -80,7 +80,9 @@ def labelling_teacher(
     model = load_teacher(name_or_path, device=device)
     if backend == "torch":
         return model
-    return OnnxTeacher.from_sentence_transformer(model, work_dir, quantize=backend == "onnx-int8", threads=threads)
+    return OnnxTeacher.from_sentence_transformer(
+        model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=teacher_name(name_or_path)
+    )
 
 
 def default_batch_size(backend: str) -> int:
