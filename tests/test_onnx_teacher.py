@@ -112,6 +112,6 @@ def test_a_cache_refuses_labels_from_another_backend(tmp_path, exported):
     cache = TeacherCache(tmp_path / "cache")
     assert cache.label(SENTENCES[:3], onnx_teacher, name="minilm", backend="onnx-int8") == 3
     assert cache.meta()["backend"] == "onnx-int8"
-    with pytest.raises(PSPInputError, match="backend onnx-int8.*backend torch"):
+    with pytest.raises(PSPInputError, match="backend onnx-int8.*backend torch.*or --backend onnx-int8"):
         cache.label(SENTENCES[3:], onnx_teacher, name="minilm", backend="torch")
     assert cache.label(SENTENCES, onnx_teacher, name="minilm", backend="onnx-int8") == 4

@@ -171,6 +171,7 @@ class TeacherCache:
             raise PSPInputError(
                 f"{self.directory} holds labels of teacher {meta.get('teacher')!r} (dim {meta.get('dim')}, backend "
                 f"{held}); refusing to mix in {asked}: use another cache folder"
+                + (f" or --backend {held}" if held != backend and meta.get("teacher") == name else "")
             )
 
     def _write_meta(self, name: str, dim: int, backend: str) -> None:
