@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from psp_hf.errors import PSPInputError
+from psp_hf.initialization import save_untrained_like
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SPEED_SENTENCES = 20_000
@@ -178,16 +179,6 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def make_untrained(like: str | os.PathLike, output: str | os.PathLike, seed: int = 0, std: float = 1.0) -> Path:
-    """A random `N(0, std)` table with the tokenizer and dimension of the psp model `like`, saved in `output`."""
-    from psp_hf.encoder import PSPEncoder
-
-    model = PSPEncoder.from_pretrained(like)
-    untrained = PSPEncoder.from_tokenizer(model.tokenizer, hidden_size=model.dim, seed=seed, initializer_range=std)
-    untrained.save_pretrained(output)
-    return Path(output)
-
-
 def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None = None, pca_dims: int = 256) -> Path:
     """Distil a model2vec static model from `teacher` (default: the packaged all-MiniLM-L6-v2) into `output`.
 
@@ -260,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             like = args.untrained_like or args.pairs
             if not like:
                 raise PSPInputError("--make-untrained needs --untrained-like MODEL or --pairs MODEL")
-            models["untrained"] = os.fspath(make_untrained(like, args.make_untrained))
+            models["untrained"] = os.fspath(save_untrained_like(like, args.make_untrained))
         if args.make_model2vec:
             teacher = None if args.teacher == "minilm" else args.teacher
             models["model2vec"] = os.fspath(make_model2vec(args.make_model2vec, teacher, args.pca_dims))

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from .data_folder import REPO_ROOT, data_dir
+from .initialization import save_untrained_like
 
 
 def _run(step: str, argv: list[str]) -> None:
@@ -36,14 +37,6 @@ def _fresh(model: Path) -> Path:
         print(f"demo: replacing the previous demo model in {model}", flush=True)
         shutil.rmtree(model)
     return model
-
-
-def _untrained_like(model: Path, output: Path) -> None:
-    from .encoder import PSPEncoder
-
-    like = PSPEncoder.from_pretrained(model)
-    untrained = PSPEncoder.from_tokenizer(like.tokenizer, hidden_size=like.dim, seed=0, initializer_range=1.0)
-    untrained.save_pretrained(output)
 
 
 def _print_summary(results: Path, seconds: float) -> None:
@@ -95,7 +88,7 @@ def main() -> int:
     )
     untrained = out / "p-sp-en-untrained"
     shutil.rmtree(untrained, ignore_errors=True)
-    _untrained_like(distilled, untrained)
+    save_untrained_like(distilled, untrained)
     _run(
         "evaluate the untrained table, the caption model and the distilled model on STS 2012-2016, STS-B, SICK-R",
         [*psp, "eval", "-m", str(untrained), str(captions), str(distilled), "--tasks", *DEMO_EVAL_TASKS]

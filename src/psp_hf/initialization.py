@@ -157,3 +157,14 @@ def set_table(encoder, table: np.ndarray) -> None:
         raise ValueError(f"table shape {tuple(table.shape)} does not match the model's {tuple(weight.shape)}")
     with torch.no_grad():
         weight.copy_(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)))
+
+
+def save_untrained_like(like: str | os.PathLike, output: str | os.PathLike, seed: int = 0, std: float = 1.0) -> Path:
+    """A random `N(0, std)` table with the tokenizer and dimension of the psp model `like`, saved in `output`: the
+    floor that comparison tables put beside trained models."""
+    from .encoder import PSPEncoder
+
+    model = PSPEncoder.from_pretrained(like)
+    untrained = PSPEncoder.from_tokenizer(model.tokenizer, hidden_size=model.dim, seed=seed, initializer_range=std)
+    untrained.save_pretrained(output)
+    return Path(output)

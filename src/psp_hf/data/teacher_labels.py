@@ -270,13 +270,14 @@ def label_pool(
     sentences = read_corpus(corpus)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
-    if TeacherCache(cache).meta() is not None:
-        TeacherCache(cache)._check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
-        if set(sentences) <= TeacherCache(cache).labelled_sentences():
+    labels = TeacherCache(cache)
+    if labels.meta() is not None:
+        labels._check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
+        if set(sentences) <= labels.labelled_sentences():
             return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
     model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
     started = time.perf_counter()
-    count = TeacherCache(cache).label(
+    count = labels.label(
         sentences,
         model,
         name=teacher_name(teacher),

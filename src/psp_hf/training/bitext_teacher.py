@@ -165,10 +165,11 @@ class BitextTeacher:
                 say(f"teacher {name}: labelling {len(missing):,} English sentence(s) into {cache_dir}")
                 # A cache keeps the backend it was started with; a new one gets the fast CPU default.
                 backend = meta.get("backend", "torch") if meta else "onnx-int8"
-                default_load = lambda n: labelling_teacher(  # noqa: E731
-                    n, backend, torch.get_num_threads(), Path(cache_dir) / "onnx"
-                )
-                model = (load or default_load)(path if teacher is not None else name)
+                source = path if teacher is not None else name
+                if load is not None:
+                    model = load(source)
+                else:
+                    model = labelling_teacher(source, backend, torch.get_num_threads(), Path(cache_dir) / "onnx")
                 labelled = cache.label(sorted(missing), model, name=name, backend=backend)
         wait_for_everyone()
         found = _collect(cache, wanted, False)
