@@ -333,15 +333,33 @@ class PSPEncoder:
 
     def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""
+        return self._pool_bags(self._bags_to_pool(flat_ids, offsets), self._pooling_weights(), out)
+
+    def _bags_to_pool(self, flat_ids: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bags after the unknown rule (the model's own forward applies it for the other encoder types)."""
         s = self.settings
+        if self._torch_only or not s.drop_unknown:
+            return flat_ids, offsets
+        boundary = s.word_boundary_token_id if s.word_boundary_token_id >= 0 else None
+        return apply_unknown_rule(flat_ids, offsets, s.unk_token_id, boundary)
+
+    def _pooling_weights(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """What `_pool_bags` needs: `_weights()`, or None where the model itself embeds."""
+        return None if self._torch_only else self._weights()
+
+    def _pool_bags(
+        self,
+        bags: tuple[np.ndarray, np.ndarray],
+        weights: tuple[np.ndarray, np.ndarray | None] | None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """(Weighted) pooling of bags that went through `_bags_to_pool`; `weights` from `_pooling_weights`."""
         if self._torch_only:
-            return embed_with_model(self._model, flat_ids, offsets, out)
-        if s.drop_unknown:
-            boundary = s.word_boundary_token_id if s.word_boundary_token_id >= 0 else None
-            flat_ids, offsets = apply_unknown_rule(flat_ids, offsets, s.unk_token_id, boundary)
-        table, piece_weights = self._weights()
-        weights = None if piece_weights is None else piece_weights[flat_ids]
-        return pool_bags_fast(table, flat_ids, offsets, weights, s.pooling, out=out)
+            return embed_with_model(self._model, *bags, out)
+        flat_ids, offsets = bags
+        table, piece_weights = weights
+        per_piece = None if piece_weights is None else piece_weights[flat_ids]
+        return pool_bags_fast(table, flat_ids, offsets, per_piece, self.settings.pooling, out=out)
 
     def encode(
         self,
@@ -366,8 +384,9 @@ class PSPEncoder:
         embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
         runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
-        `num_threads` > 1 tokenizes and pools separate batches on that many threads (the tokenizer and the
-        pooling release the GIL); each batch writes its own rows, so the result is the same for any count.
+        `num_threads` > 1 tokenizes and pools on that many threads, as a pipeline (half of them tokenize, the
+        others pool the batches tokenized); each batch writes its own rows, so the result is the same for any
+        count.
         """
         from .quantization import check_precision, check_truncate_dim
 
@@ -395,10 +414,26 @@ class PSPEncoder:
         if show_progress_bar is None:
             show_progress_bar = n > 100_000 and sys.stderr.isatty()
 
-        def encode_batch(start: int, stop: int) -> None:
-            self._embed_batch(sentences[start:stop], out[start:stop], truncate_dim, normalize_embeddings)
+        weights = self._pooling_weights()
 
-        run_batches(encode_batch, n, batch_size, num_threads, show_progress_bar)
+        # The pipeline's first step holds the GIL for much of its time, the second hardly at all (see run_batches).
+        def tokenize_batch(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+            return self._bags_to_pool(*self.tokenize_numpy(sentences[start:stop]))
+
+        def pool_batch(start: int, stop: int, bags: tuple[np.ndarray, np.ndarray]) -> None:
+            rows = out[start:stop]
+            if truncate_dim is None:
+                self._pool_bags(bags, weights, out=rows)
+            else:
+                rows[:] = self._pool_bags(bags, weights)[:, :truncate_dim]
+            if normalize_embeddings:
+                from .similarity import unit_rows
+
+                rows[:] = unit_rows(rows)
+
+        # numpy's pooling (torch not loaded) holds the GIL about as much as tokenizing: no gain from a pipeline.
+        pipeline = self._torch_only or "torch" in sys.modules
+        run_batches(tokenize_batch, pool_batch, n, batch_size, num_threads, show_progress_bar, pipeline=pipeline)
         result = out
         if precision != "float32" and n:
             from .quantization import quantize_embeddings
@@ -410,17 +445,6 @@ class PSPEncoder:
 
             return torch.from_numpy(np.ascontiguousarray(result)).to(device or "cpu")
         return result
-
-    def _embed_batch(self, batch: Sequence[str], rows: np.ndarray, truncate_dim: int | None, normalize: bool) -> None:
-        """Embed `batch` into `rows`: pooling, then (as sentence-transformers) truncation, then normalisation."""
-        if truncate_dim is None:
-            self.embed_ids(*self.tokenize_numpy(batch), out=rows)
-        else:
-            rows[:] = self.embed_ids(*self.tokenize_numpy(batch))[:, :truncate_dim]
-        if normalize:
-            from .similarity import unit_rows
-
-            rows[:] = unit_rows(rows)
 
     def get_sentence_embedding_dimension(self) -> int:
         """Width of what `encode` returns (the model's dimension, or `truncate_dim` when set)."""
