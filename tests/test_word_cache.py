@@ -1,4 +1,4 @@
-"""The vectorised word cache: exact against the tokenizer, under hash collisions, resets and concurrent threads."""
+"""The vectorised word cache: exact against the tokenizer, under hash collisions, when full and on concurrent threads."""
 
 from __future__ import annotations
 
@@ -61,8 +61,27 @@ def test_hash_collisions_still_give_exact_pieces(backend, monkeypatch):
         check(cache, backend, random_sentences(100, seed))
 
 
-def test_concurrent_threads_with_resets_are_exact(backend):
-    cache = WordPieceCache(backend, max_words=120)  # small: resets happen while other threads read
+def test_a_full_cache_stays_exact_and_does_not_grow(backend):
+    cache = WordPieceCache(backend, max_words=50)
+    check(cache, backend, random_sentences(8, 0))
+    stored = len(cache)
+    assert 0 < stored <= 50
+    for seed in range(1, 6):  # mostly words the cache has no room for, beside some it holds
+        check(cache, backend, random_sentences(60, seed))
+    assert stored <= len(cache) <= 50
+
+
+def test_a_full_cache_under_hash_collisions_is_exact(backend, monkeypatch):
+    real = piece_cache._hash_words
+    monkeypatch.setattr(piece_cache, "_hash_words", lambda *args: real(*args) & np.uint64(3))
+    cache = WordPieceCache(backend, max_words=30)
+    for seed in range(4):
+        check(cache, backend, random_sentences(50, seed))
+    assert len(cache) <= 30
+
+
+def test_concurrent_threads_filling_the_cache_are_exact(backend):
+    cache = WordPieceCache(backend, max_words=120)  # small: it fills while other threads read
     failures = []
 
     def work(seed: int) -> None:
@@ -78,7 +97,7 @@ def test_concurrent_threads_with_resets_are_exact(backend):
     for thread in threads:
         thread.join()
     assert failures == []
-    assert len(cache) <= 120 + 40 * 8
+    assert len(cache) <= 120
 
 
 def test_plain_sentences_matches_the_per_sentence_rule(backend):

@@ -10,6 +10,8 @@ A batch is handled as one byte array: words are found, lowercased and hashed wit
 hash index and then compared byte for byte with the stored word, so the result is exact (a hash collision only
 costs a fresh tokenization) and almost all of the work runs in numpy kernels that release the GIL: threads
 encoding separate batches overlap. Readers use an immutable snapshot of the cache; only adding words takes a lock.
+The cache is bounded: once full it keeps the words it has (the frequent ones come first in any sizeable text) and
+tokenizes the words it lacks batch by batch, without storing them.
 """
 
 from __future__ import annotations
@@ -173,10 +175,9 @@ _EMPTY_INDEX = _HashIndex(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """The cache as one reader sees it. Buffers are append-only and shared with later snapshots of the same
-    generation (a later one writes only past this one's counts, or into a grown copy), so ids stay valid."""
+    """The cache as one reader sees it. Buffers are append-only and shared with later snapshots (a later one writes
+    only past this one's counts, or into a grown copy), so ids stay valid."""
 
-    generation: int
     n_words: int
     piece_bounds: np.ndarray  # pieces of word w: pieces[piece_bounds[w]:piece_bounds[w + 1]]
     pieces: np.ndarray
@@ -186,11 +187,9 @@ class _Snapshot:
     recent: _HashIndex  # words added since `main` was built; merged into it once it is a quarter of its size
 
     @staticmethod
-    def empty(generation: int) -> _Snapshot:
+    def empty() -> _Snapshot:
         zeros = np.zeros(1024, dtype=np.int64)
-        return _Snapshot(
-            generation, 0, zeros, np.zeros(4096, np.int64), zeros.copy(), np.zeros(8192, np.uint8), *[_EMPTY_INDEX] * 2
-        )
+        return _Snapshot(0, zeros, np.zeros(4096, np.int64), zeros.copy(), np.zeros(8192, np.uint8), *[_EMPTY_INDEX] * 2)
 
     def lookup(self, hashes: np.ndarray) -> np.ndarray:
         ids = self.main.lookup(hashes)
@@ -257,13 +256,14 @@ def _grown(buffer: np.ndarray, used: int, needed: int) -> np.ndarray:
 
 class WordPieceCache:
     """Piece ids per distinct word: flat append-only arrays, a hash index over the words' bytes, and a lock taken
-    only to add words (threads read an immutable snapshot)."""
+    only to add words (threads read an immutable snapshot). At most `max_words` words are stored; later new words
+    are tokenized for the batch that holds them."""
 
     def __init__(self, backend, max_words: int = 500_000):
         self._backend = backend
         self._max_words = max_words
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot.empty(0)
+        self._snapshot = _Snapshot.empty()
 
     def __len__(self) -> int:
         return self._snapshot.n_words
@@ -281,46 +281,64 @@ class WordPieceCache:
         words = _split_words(raw, n)
         snapshot = self._snapshot
         ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
+        uncached = None
         if (ids < 0).any():
-            snapshot, ids = self._add_missing(snapshot, words, ids)
+            snapshot, ids, uncached = self._add_missing(words, ids)
+        lengths = np.empty(len(ids), dtype=np.int64)
+        stored = slice(None) if uncached is None else np.flatnonzero(ids >= 0)
         piece_bounds = snapshot.piece_bounds
-        starts = piece_bounds[ids]
-        lengths = piece_bounds[ids + 1] - starts
-        flat = snapshot.pieces[concatenated_ranges(starts, lengths)]
+        starts = piece_bounds[ids[stored]]
+        lengths[stored] = piece_bounds[ids[stored] + 1] - starts
+        if uncached is not None:
+            which, local_bounds, local_pieces = uncached
+            local_starts = local_bounds[which]
+            lengths[ids < 0] = local_bounds[which + 1] - local_starts
         word_ends = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=word_ends[1:])
+        if uncached is None:
+            flat = snapshot.pieces[concatenated_ranges(starts, lengths)]
+        else:
+            flat = np.empty(int(word_ends[-1]), dtype=np.int64)
+            kept = lengths[stored]
+            flat[concatenated_ranges(word_ends[stored], kept)] = snapshot.pieces[concatenated_ranges(starts, kept)]
+            local = np.flatnonzero(ids < 0)
+            new = lengths[local]
+            flat[concatenated_ranges(word_ends[local], new)] = local_pieces[concatenated_ranges(local_starts, new)]
         return flat, np.diff(word_ends[words.sentence_bounds])
 
-    def _add_missing(self, seen: _Snapshot, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray]:
-        """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot."""
+    def _add_missing(self, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray, tuple | None]:
+        """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot. When
+        they do not fit, the snapshot is kept, their ids stay -1, and the third value holds their pieces: for
+        each missing word (in order) its row in `(bounds, pieces)`."""
         with self._lock:
-            snapshot = self._snapshot
-            if snapshot.generation != seen.generation:  # reset meanwhile: the ids found so far belong to the old one
-                ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
-            else:
-                missing = np.flatnonzero(ids < 0)
-                ids[missing] = _verified_ids(snapshot, words, missing)
+            snapshot = self._snapshot  # newer than the one `ids` came from, whose ids stay valid (append-only)
+            missing = np.flatnonzero(ids < 0)
+            ids[missing] = _verified_ids(snapshot, words, missing)
             missing = np.flatnonzero(ids < 0)
             if not len(missing):
-                return snapshot, ids
+                return snapshot, ids, None
             new_words = self._distinct(words, missing)
-            if snapshot.n_words + len(new_words) > self._max_words:
-                # Bounded memory: start over rather than grow without limit. The fresh cache must then hold every
-                # word of this batch, not only the ones that were missing.
-                snapshot = _Snapshot.empty(snapshot.generation + 1)
-                missing = np.arange(len(words.starts))
-                new_words = self._distinct(words, missing)
-            snapshot = self._append(snapshot, new_words)
-            self._snapshot = snapshot
-            ids[missing] = _verified_ids(snapshot, words, missing)
-            # A word whose hash belongs to another cached word is stored but not indexed: take its new id directly.
-            unresolved = missing[ids[missing] < 0]
-            if len(unresolved):
-                first_id = snapshot.n_words - len(new_words)
-                by_word = {word: first_id + k for k, word in enumerate(new_words)}
-                text = words.text.tobytes()
-                ids[unresolved] = [by_word[text[words.starts[i] : words.ends[i]]] for i in unresolved.tolist()]
-            return snapshot, ids
+            if snapshot.n_words + len(new_words) <= self._max_words:
+                snapshot = self._append(snapshot, new_words)
+                self._snapshot = snapshot
+                ids[missing] = _verified_ids(snapshot, words, missing)
+                # A word whose hash belongs to another cached word is stored but not indexed: take its id directly.
+                unresolved = missing[ids[missing] < 0]
+                if len(unresolved):
+                    first_id = snapshot.n_words - len(new_words)
+                    ids[unresolved] = [first_id + k for k in self._positions_in(words, unresolved, new_words)]
+                return snapshot, ids, None
+        # Full: tokenize this batch's new words outside the lock and keep them out of the cache.
+        bounds, pieces = self._tokenize_words(list(new_words))
+        which = np.fromiter(self._positions_in(words, missing, new_words), dtype=np.int64, count=len(missing))
+        return snapshot, ids, (which, bounds, pieces)
+
+    @staticmethod
+    def _positions_in(words: _Words, which: np.ndarray, distinct: dict[bytes, int]):
+        """For each word at positions `which`, its index among the keys of `distinct`."""
+        index = {word: k for k, word in enumerate(distinct)}
+        text = words.text.tobytes()
+        return (index[text[start:end]] for start, end in zip(words.starts[which].tolist(), words.ends[which].tolist()))
 
     @staticmethod
     def _distinct(words: _Words, which: np.ndarray) -> dict[bytes, int]:
@@ -329,12 +347,19 @@ class WordPieceCache:
         starts, ends, hashes = (array[which].tolist() for array in (words.starts, words.ends, words.hashes))
         return dict(zip((text[s:e] for s, e in zip(starts, ends, strict=True)), hashes, strict=True))
 
+    def _tokenize_words(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of each word: `(bounds, pieces)`, word k's being `pieces[bounds[k]:bounds[k + 1]]`."""
+        encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in words], add_special_tokens=False)
+        ids = [encoding.ids for encoding in encodings]
+        bounds = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=bounds[1:])
+        return bounds, np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(bounds[-1]))
+
     def _append(self, snapshot: _Snapshot, new_words: dict[bytes, int]) -> _Snapshot:
         """A snapshot with `new_words` (lowercased bytes → hash) tokenized and stored after the current words."""
-        encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in new_words], add_special_tokens=False)
-        ids = [encoding.ids for encoding in encodings]
+        new_bounds, new_pieces = self._tokenize_words(list(new_words))
         n, added = snapshot.n_words, len(new_words)
-        piece_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=added)
+        piece_lengths = np.diff(new_bounds)
         byte_lengths = np.fromiter(map(len, new_words), dtype=np.int64, count=added)
         n_pieces, n_bytes = int(snapshot.piece_bounds[n]), int(snapshot.byte_bounds[n])
         piece_bounds = _grown(snapshot.piece_bounds, n + 1, n + added + 1)
@@ -345,9 +370,7 @@ class WordPieceCache:
         byte_bounds[n + 1 : n + added + 1] += n_bytes
         total_pieces, total_bytes = int(piece_bounds[n + added]), int(byte_bounds[n + added])
         pieces = _grown(snapshot.pieces, n_pieces, total_pieces)
-        pieces[n_pieces:total_pieces] = np.fromiter(
-            itertools.chain.from_iterable(ids), dtype=np.int64, count=total_pieces - n_pieces
-        )
+        pieces[n_pieces:total_pieces] = new_pieces
         word_bytes = _grown(snapshot.word_bytes, n_bytes, total_bytes)
         word_bytes[n_bytes:total_bytes] = np.frombuffer(b"".join(new_words), dtype=np.uint8)
         # Index each new hash once, and only when no cached word has it already.
