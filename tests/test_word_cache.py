@@ -1,4 +1,4 @@
-"""The vectorised word cache: exact against the tokenizer, under hash collisions, when full and on concurrent threads."""
+"""The vectorised word cache: exact against the tokenizer, under hash collisions, when full, on concurrent threads."""
 
 from __future__ import annotations
 

@@ -189,7 +189,8 @@ class _Snapshot:
     @staticmethod
     def empty() -> _Snapshot:
         zeros = np.zeros(1024, dtype=np.int64)
-        return _Snapshot(0, zeros, np.zeros(4096, np.int64), zeros.copy(), np.zeros(8192, np.uint8), *[_EMPTY_INDEX] * 2)
+        pieces, word_bytes = np.zeros(4096, np.int64), np.zeros(8192, np.uint8)
+        return _Snapshot(0, zeros, pieces, zeros.copy(), word_bytes, *[_EMPTY_INDEX] * 2)
 
     def lookup(self, hashes: np.ndarray) -> np.ndarray:
         ids = self.main.lookup(hashes)
@@ -338,7 +339,8 @@ class WordPieceCache:
         """For each word at positions `which`, its index among the keys of `distinct`."""
         index = {word: k for k, word in enumerate(distinct)}
         text = words.text.tobytes()
-        return (index[text[start:end]] for start, end in zip(words.starts[which].tolist(), words.ends[which].tolist()))
+        spans = zip(words.starts[which].tolist(), words.ends[which].tolist(), strict=True)
+        return (index[text[start:end]] for start, end in spans)
 
     @staticmethod
     def _distinct(words: _Words, which: np.ndarray) -> dict[bytes, int]:
