@@ -1,6 +1,7 @@
 """run_batches: every batch prepared and finished once, on the threads each mode promises, errors surfaced."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from psp_hf.batches import run_batches
 
 
 def _square_rows(n: int, batch_size: int, num_threads: int, pipeline: bool):
-    """Run a toy two-step job; return its rows and the thread names each step ran on."""
+    """Run a toy two-step job; return its rows, the thread names each step ran on and the batches prepared."""
     out = np.full(n, -1, dtype=np.int64)
     seen = {"prepare": set(), "finish": set()}
     calls = []
@@ -38,13 +39,31 @@ def test_every_row_once_whatever_the_threads(num_threads, pipeline):
     assert calls == [(start, min(start + 10, 103)) for start in range(0, 103, 10)]
 
 
-def test_pipeline_puts_the_steps_on_separate_threads():
-    _, seen, _ = _square_rows(200, 10, 2, pipeline=True)
-    assert seen["prepare"] and seen["finish"]
-    assert all(name.startswith("psp-prepare") for name in seen["prepare"])
-    assert all(name.startswith("psp-finish") for name in seen["finish"])
-    _, seen, _ = _square_rows(200, 10, 2, pipeline=False)
-    assert seen["prepare"] == seen["finish"] and all(name.startswith("psp-encode") for name in seen["prepare"])
+def _threads_per_step(pipeline: bool, slow: str) -> dict[str, set[str]]:
+    """Which threads ran each step of 24 batches on 2 threads when `slow` ("prepare" or "finish") takes 20 ms."""
+    seen = {"prepare": set(), "finish": set()}
+    lock = threading.Lock()
+
+    def step(name: str):
+        with lock:
+            seen[name].add(threading.current_thread().name)
+        if name == slow:
+            time.sleep(0.02)
+
+    run_batches(lambda a, b: step("prepare"), lambda a, b, _: step("finish"), 240, 10, 2, pipeline=pipeline)
+    return seen
+
+
+def test_the_pipeline_shares_the_heavy_step():
+    # Slow preparing: the finishing thread, with nothing handed to it, prepares batches of its own.
+    assert len(_threads_per_step(True, slow="prepare")["prepare"]) == 2
+    # Slow finishing: the preparing thread, once far enough ahead, finishes batches too.
+    assert len(_threads_per_step(True, slow="finish")["finish"]) == 2
+
+
+def test_side_by_side_runs_both_steps_on_every_thread():
+    seen = _threads_per_step(False, slow="prepare")
+    assert seen["prepare"] == seen["finish"] and len(seen["prepare"]) == 2
 
 
 @pytest.mark.parametrize("failing", ["prepare", "finish"])

@@ -147,16 +147,16 @@ def test_missing_column_and_bad_input_are_one_line_errors(model_dir, tmp_path, c
     assert load_embeddings(out)[1].shape == (1, 8)
 
 
-def test_word_cache_reset_keeps_words_seen_before_the_reset(encoder):
+def test_a_full_word_cache_keeps_its_words_and_encodes_the_others_exactly(encoder):
     from psp_hf.piece_cache import WordPieceCache
 
     cache = WordPieceCache(encoder._backend, max_words=6)
     batches = [["a man is here"], ["a dog runs in a field"], ["two men play a guitar", "a woman slices onions"]]
-    for batch in batches:  # the third batch overflows the cache: "a" was cached before the reset
+    for batch in batches:  # the later batches' new words do not fit: "a" comes from the cache, they do not
         flat, lengths = cache.encode(batch)
         expected = [encoder._backend.encode(s.lower(), add_special_tokens=False).ids for s in batch]
         assert flat.tolist() == [i for ids in expected for i in ids] and lengths.tolist() == list(map(len, expected))
-    assert len(cache) == 8
+    assert len(cache) == 4
 
 
 def test_inputs_are_classified_by_name(tmp_path):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 
@@ -28,79 +28,130 @@ def run_batches(
 ) -> None:
     """`finish(start, stop, prepare(start, stop))` for every batch `[start, stop)` of `range(n)`.
 
-    With `num_threads` > 1 and `pipeline`, the two steps form a pipeline: `prepare` (work that holds the GIL for
-    much of its time, such as tokenizing with numpy's many small calls) runs on `num_threads // 2` threads and
-    `finish` (long calls that release it, such as pooling in torch) on the others, each batch passed from one to
-    the other. Two threads running the same mixed work both contend for the GIL in its held stretches; one
-    thread per step keeps those stretches on one thread while the other runs free (measured in
-    `bench/encode.py`). Without `pipeline` (both steps hold the GIL alike) each thread runs both steps of its
-    batches. `finish` must write only its batch's rows, which makes the result independent of the thread count
-    and of the order in which batches end.
+    With `num_threads` > 1 and `pipeline`, `num_threads // 2` threads prepare batches (work that holds the GIL for
+    much of its time, such as tokenizing with numpy's many small calls) and hand them to the other threads, which
+    finish them (long calls that release the GIL, such as pooling in torch). Two threads both tokenizing spend
+    much of their time handing the GIL back and forth; one tokenizing beside one pooling keeps those stretches on
+    one thread (measured in `bench/encode.py`). No thread waits while there is work: a finishing thread with
+    nothing handed to it prepares a batch of its own, and a preparing thread that is far ahead finishes one. So
+    when finishing is the light step (short vectors, long sentences) the threads end up doing both steps side
+    by side. Without `pipeline` every thread runs both steps of its own batches. `finish` must write only its
+    batch's rows, which makes the result independent of the thread count and of the order in which batches end.
     """
-    starts = range(0, n, batch_size)
+    spans = [(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
     progress = None
     if show_progress_bar:
         from tqdm.auto import tqdm
 
         progress = tqdm(total=n, desc=desc, unit="sentence", unit_scale=True, file=sys.stderr)
     try:
-        if num_threads == 1 or len(starts) <= 1:
-            for start in starts:
-                stop = min(start + batch_size, n)
+        if num_threads == 1 or len(spans) <= 1:
+            for start, stop in spans:
                 finish(start, stop, prepare(start, stop))
                 if progress is not None:
                     progress.update(stop - start)
         else:
-            run = _pipeline if pipeline else _side_by_side
-            for count in run(prepare, finish, starts, batch_size, n, num_threads):
-                if progress is not None:
-                    progress.update(count)
+            preparers = num_threads // 2 if pipeline else 0
+            _share_work(prepare, finish, spans, num_threads, preparers, progress)
     finally:
         if progress is not None:
             progress.close()
 
 
-def _pipeline(prepare, finish, starts: range, batch_size: int, n: int, num_threads: int):
-    """Each batch's size as it is finished, in order; `prepare` and `finish` on separate threads."""
-    preparers = ThreadPoolExecutor(max(1, num_threads // 2), thread_name_prefix="psp-prepare")
-    finishers = ThreadPoolExecutor(num_threads - max(1, num_threads // 2), thread_name_prefix="psp-finish")
+class _Shared:
+    """The state the threads of `_share_work` share, guarded by `changed`."""
 
-    def prepare_then_queue(start: int, stop: int) -> Future:
-        return finishers.submit(finish, start, stop, prepare(start, stop))
+    def __init__(self, spans: list[tuple[int, int]], ahead: int):
+        self.changed = threading.Condition()
+        self.spans = deque(spans)  # batches nobody has started
+        self.ready: deque[tuple[int, int, Any]] = deque()  # prepared, waiting to be finished
+        self.preparing = 0  # batches being prepared for `ready`
+        self.ahead = ahead
+        self.done_rows = 0
+        self.running = 0
+        self.error: BaseException | None = None
 
+    def next_job(self, prefers_finishing: bool) -> tuple[str, Any] | None:
+        """What a thread does next (None: it is done); call with `changed` held."""
+        while self.error is None:
+            if self.ready and (prefers_finishing or len(self.ready) >= self.ahead or not self.spans):
+                return "finish", self.ready.popleft()
+            if self.spans:
+                if not prefers_finishing:
+                    self.preparing += 1
+                return "prepare", self.spans.popleft()
+            if not self.preparing:
+                return None
+            self.changed.wait()  # the last batches are being prepared elsewhere
+        return None
+
+
+def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progress) -> None:
+    """Run every batch on `num_threads` threads, `preparers` of them preferring `prepare` (see run_batches)."""
+    shared = _Shared(spans, ahead=2 * num_threads)
+
+    def worker(prefers_finishing: bool) -> None:
+        try:
+            while True:
+                with shared.changed:
+                    job = shared.next_job(prefers_finishing)
+                if job is None:
+                    return
+                kind, work = job
+                if kind == "finish":
+                    start, stop, prepared = work
+                    finish(start, stop, prepared)
+                elif prefers_finishing:  # its own batch: no reason to hand it over
+                    start, stop = work
+                    finish(start, stop, prepare(start, stop))
+                else:
+                    start, stop = work
+                    prepared = prepare(start, stop)
+                    with shared.changed:
+                        shared.ready.append((start, stop, prepared))
+                        shared.preparing -= 1
+                        shared.changed.notify_all()
+                    continue
+                with shared.changed:
+                    shared.done_rows += stop - start
+                    shared.changed.notify_all()
+        except BaseException as error:  # handed to the caller's thread, which re-raises it
+            with shared.changed:
+                shared.error = shared.error or error
+                shared.changed.notify_all()
+        finally:
+            with shared.changed:
+                shared.running -= 1
+                shared.changed.notify_all()
+
+    threads = [
+        threading.Thread(target=worker, args=(k >= preparers,), name=f"psp-encode-{k}", daemon=True)
+        for k in range(num_threads)
+    ]
+    shared.running = len(threads)
+    for thread in threads:
+        thread.start()
+    reported = 0
     try:
-        for count, queued in _in_order(preparers, prepare_then_queue, starts, batch_size, n, 2 * num_threads):
-            queued.result()
-            yield count
+        while True:
+            with shared.changed:
+                while shared.running and shared.done_rows == reported and shared.error is None:
+                    shared.changed.wait()
+                done, running, error = shared.done_rows, shared.running, shared.error
+            if progress is not None and done > reported:
+                progress.update(done - reported)
+            reported = done
+            if error is not None or not running:
+                break
     finally:
-        preparers.shutdown(cancel_futures=True)
-        finishers.shutdown(cancel_futures=True)
+        with shared.changed:  # on an error or an interrupt: the others stop after their current batch
+            shared.error = shared.error or _Stopped()
+            shared.changed.notify_all()
+        for thread in threads:
+            thread.join()
+    if error is not None:
+        raise error
 
 
-def _side_by_side(prepare, finish, starts: range, batch_size: int, n: int, num_threads: int):
-    """Each batch's size as it is finished, in order; both steps of a batch on one thread."""
-    workers = ThreadPoolExecutor(num_threads, thread_name_prefix="psp-encode")
-
-    def both(start: int, stop: int) -> None:
-        finish(start, stop, prepare(start, stop))
-
-    try:
-        for count, _ in _in_order(workers, both, starts, batch_size, n, 2 * num_threads):
-            yield count
-    finally:
-        workers.shutdown(cancel_futures=True)
-
-
-def _in_order(pool: ThreadPoolExecutor, function, starts: range, batch_size: int, n: int, ahead: int):
-    """`(batch size, function(start, stop))` for each batch, in order, with at most `ahead` calls in flight, so a
-    long input is not all scheduled (or held in memory) at once."""
-    pending: deque[tuple[int, Future]] = deque()
-    for start in starts:
-        stop = min(start + batch_size, n)
-        pending.append((stop - start, pool.submit(function, start, stop)))
-        if len(pending) >= ahead:
-            count, future = pending.popleft()
-            yield count, future.result()
-    while pending:
-        count, future = pending.popleft()
-        yield count, future.result()
+class _Stopped(Exception):
+    """Set as the shared error when the caller stops waiting, so that the threads stop taking batches."""
