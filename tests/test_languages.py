@@ -71,6 +71,7 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     assert "--resume" in arguments and "--teacher" in arguments
     summary = json.loads((out / "summary.json").read_text())
     assert summary[0]["language"] == "de" and summary[0]["pairs"] > 500 and summary[0]["tatoeba_error"] is not None
+    assert 0 <= summary[0]["tatoeba_error_margin"] <= 100
     card = (out / "de" / "model" / "README.md").read_text()
     assert "Tatoeba" in card and "has not been evaluated yet" not in card
     # A third run has nothing left to do (in this process: no start-up cost).

@@ -44,6 +44,8 @@ BITEXT = {
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
 STEPS = ("prepare", "label", "train", "evaluate", "card")
+# Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
+TATOEBA_MARGIN_K = 4
 
 
 @dataclass
@@ -245,6 +247,7 @@ def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
         tasks=tasks,
         data_dir=settings.data,
         tatoeba_languages=[code],
+        tatoeba_margin_k=TATOEBA_MARGIN_K,
         sts17_pairs=STS17_TRACKS.get(code, ["en-en"]),
     )
     evaluation["card_results"] = card_results(evaluation)
@@ -295,6 +298,7 @@ def language_row(code: str, folder: Path) -> dict:
         "pairs": prepared["pairs"],
         "minutes": round((trained.get("train_seconds") or 0) / 60, 1),
         "tatoeba_error": results.get("tatoeba", {}).get(code, {}).get("error_rate"),
+        "tatoeba_error_margin": results.get("tatoeba", {}).get(code, {}).get("error_rate_margin"),
     }
     sts17 = results.get("sts17", {})
     row["sts17"] = {pair: scores["pearson"] for pair, scores in sts17.items() if isinstance(scores, dict)}
@@ -319,14 +323,14 @@ def summary_markdown(rows: list[dict]) -> str:
         return "—" if value is None else f"{value:.1f}"
 
     lines = [
-        "| model | data | pairs | minutes | Tatoeba error % | STS17 | STS12-16 | STS-B test |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | data | pairs | minutes | Tatoeba error % | margin k=4 | STS17 | STS12-16 | STS-B test |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         sts17 = ", ".join(f"{pair} {value:.1f}" for pair, value in row["sts17"].items()) or "—"
         lines.append(
             f"| p-sp-{row['language']} | {row['data']} | {row['pairs']:,} | {row['minutes']} | "
-            f"{number(row['tatoeba_error'])} | {sts17} | {number(row['sts12_16'])} | {number(row['stsb_test'])} |"
+            f"{number(row['tatoeba_error'])} | {number(row.get('tatoeba_error_margin'))} | {sts17} | {number(row['sts12_16'])} | {number(row['stsb_test'])} |"
         )
     return "\n".join(lines)
 
