@@ -330,7 +330,8 @@ def summary_markdown(rows: list[dict]) -> str:
         sts17 = ", ".join(f"{pair} {value:.1f}" for pair, value in row["sts17"].items()) or "—"
         lines.append(
             f"| p-sp-{row['language']} | {row['data']} | {row['pairs']:,} | {row['minutes']} | "
-            f"{number(row['tatoeba_error'])} | {number(row.get('tatoeba_error_margin'))} | {sts17} | {number(row['sts12_16'])} | {number(row['stsb_test'])} |"
+            f"{number(row['tatoeba_error'])} | {number(row.get('tatoeba_error_margin'))} | {sts17} | "
+            f"{number(row['sts12_16'])} | {number(row['stsb_test'])} |"
         )
     return "\n".join(lines)
 
