@@ -80,3 +80,17 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     capsys.readouterr()
     assert main(command[3:]) == 0
     assert capsys.readouterr().err.count("done before, skipped") == 5
+
+
+def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
+    from psp_hf.languages import Settings, _label, train_arguments
+
+    distilled = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache")
+    baseline = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", margin_only=True)
+    with_teacher = train_arguments("de", tmp_path / "de", distilled)
+    assert with_teacher[with_teacher.index("--teacher-cache") + 1] == str(tmp_path / "cache")
+    without = train_arguments("de", tmp_path / "de", baseline)
+    assert "--teacher" not in without and "--teacher-cache" not in without
+    assert without[without.index("--lang") + 1] == "de"
+    assert "skipped" in _label("de", tmp_path / "de", baseline)
+    assert not (tmp_path / "cache").exists()

@@ -66,6 +66,7 @@ class Settings:
     tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS)
     threads: int = 0
     extra: tuple[str, ...] = ()
+    margin_only: bool = False  # the baseline: P-SP's margin loss alone, no teacher
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry-limit", type=int, default=50_000, help="pairs per registry source (50,000)")
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--margin-only",
+        action="store_true",
+        help="the baseline: train with P-SP's cross-lingual margin loss alone (no teacher, nothing labelled)",
+    )
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
 
 
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
         threads=args.threads,
         extra=tuple(shlex.split(args.train_args)),
+        margin_only=args.margin_only,
     )
     rows = [build_language(code, settings) for code in languages]
     write_summary(out, rows)
@@ -187,6 +194,8 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
 
 
 def _label(code: str, folder: Path, settings: Settings) -> dict:
+    if settings.margin_only:
+        return {"skipped": "--margin-only: no teacher"}
     from .training.bitext_teacher import BitextTeacher
 
     if settings.threads:
@@ -204,10 +213,11 @@ def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
     """The `psp train` flags of one language (the defaults measured for bitext, see the README)."""
     arguments = [
         "--data", str(folder / "data"), "--lang", code, "--output-dir", str(folder / "model"),
-        "--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache),
         "--dim", str(settings.dim), "--init-std", "0.1", "--lr", "0.01",
         "--epochs", str(settings.epochs), "--max-minutes", str(settings.minutes), "--quiet",
     ]  # fmt: skip
+    if not settings.margin_only:
+        arguments += ["--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache)]
     if settings.threads:
         arguments += ["--threads", str(settings.threads)]
     return arguments + list(settings.extra)
