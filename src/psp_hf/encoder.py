@@ -384,9 +384,9 @@ class PSPEncoder:
         embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
         runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
-        `num_threads` > 1 tokenizes and pools on that many threads, as a pipeline (half of them tokenize, the
-        others pool the batches tokenized); each batch writes its own rows, so the result is the same for any
-        count.
+        `num_threads` > 1 shares the batches between that many threads (some tokenize and hand batches to the
+        others, which pool them; see `psp_hf.batches.run_batches`); each batch writes its own rows, so the result
+        is the same for any count.
         """
         from .quantization import check_precision, check_truncate_dim
 
