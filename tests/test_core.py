@@ -15,7 +15,7 @@ import torch
 import psp_hf
 from psp_hf import PSPConfig, PSPEncoder, PSPModel
 from psp_hf.modeling import apply_unknown_rule
-from psp_hf.tokenizer import SPM_FILENAME, train_tokenizer
+from psp_hf.tokenizer import SPM_FILENAME, strip_optional_marks, train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",
@@ -97,6 +97,15 @@ def test_tokenizer_lowercases_and_matches_sentencepiece(tiny):
         expected = processor.encode(sentence.lower())
         assert encoder._backend.encode(sentence, add_special_tokens=False).ids == expected
     assert encoder.tokenizer("A MAN")["input_ids"] == encoder.tokenizer("a man")["input_ids"]
+
+
+def test_arabic_optional_marks_are_removed_in_training_and_tokenizing(tmp_path):
+    # The same word with and without shadda / harakat / tatweel must be the same pieces, in every loader.
+    plain, marked = "كان سامي يربح الكثير من المال", "كانَ سامي يربّح الكثيـر منْ المال"
+    tokenizer = train_tokenizer([marked, plain, "a man", *[f"word{i} كتّاب" for i in range(40)]], vocab_size=60)
+    assert tokenizer(marked)["input_ids"] == tokenizer(plain)["input_ids"]
+    assert not any("\u0651" in piece or "\u0640" in piece for piece in tokenizer.get_vocab())
+    assert strip_optional_marks("يربّح") == "يربح" and strip_optional_marks("A man") == "A man"
 
 
 def test_train_tokenizer_rejects_empty_input():

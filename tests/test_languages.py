@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -94,3 +95,26 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
     assert without[without.index("--lang") + 1] == "de"
     assert "skipped" in _label("de", tmp_path / "de", baseline)
     assert not (tmp_path / "cache").exists()
+
+
+def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
+    from psp_hf.errors import PSPInputError
+    from psp_hf.languages import Settings, add_arguments, run, train_arguments
+
+    english = tmp_path / "p-sp-en"
+    settings = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", init_rows_from=str(english))
+    arguments = train_arguments("fr", tmp_path / "fr", settings)
+    assert arguments[arguments.index("--init-rows-from") + 1] == str(english)
+    assert "--dim" not in arguments  # the width is the English model's
+    assert "--init-rows-from" not in train_arguments("fr", tmp_path / "fr", Settings(out=tmp_path, data=tmp_path))
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--langs", "fr", "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    args.init_rows_from = str(english)
+    with pytest.raises(PSPInputError, match="--init-rows-from .*p-sp-en: not a model folder"):
+        run(args)
+    args.registry_kinds = "freedict,manpages"
+    with pytest.raises(PSPInputError, match="--registry-kinds 'freedict,manpages': give one or both of"):
+        run(args)
+    assert not (tmp_path / "out").exists()

@@ -169,3 +169,22 @@ def test_prepare_bitext_removes_tatoeba_and_sts17_sentences(tmp_path):
     assert step["matched_by_set"] == {"STS17": 1, "Tatoeba-xx": 1}
     kept = prepare_bitext([tmp_path / "pairs.tsv"], "de", tmp_path / "kept", vocab_size=40, exclude_evaluation=False)
     assert kept["pairs_out"] == 3
+
+
+def test_libreoffice_catalogues_are_gettext_sources_with_their_licence(tmp_path):
+    root = tmp_path / "root"
+    office = root / "usr" / "lib" / "libreoffice" / "program" / "resource"
+    write_mo(
+        office / "es" / "LC_MESSAGES" / "sw.mo",
+        [(b"Run %PRODUCTNAME ~Safe Mode", b"Ejecutar %PRODUCTNAME en ~modo seguro"), (b"He_lp", b"Ay_uda")],
+    )
+    write_mo(office / "zh_CN" / "LC_MESSAGES" / "sw.mo", [(b"Help", "帮助".encode())])
+    write_mo(office / "zh_TW" / "LC_MESSAGES" / "sw.mo", [(b"Help", "說明".encode())])  # traditional: not for zh
+    sources = bitext_sources("es", root)
+    assert [(s.name, s.kind) for s in sources] == [("libreoffice-sw-es", "gettext")]
+    assert sources[0].license.startswith("MPL-2.0")
+    # The named placeholder goes whole (not "RODUCTNAME"), and so do the accelerator marks ~ and a lone _.
+    assert list(sources[0].pairs()) == [("Ejecutar en modo seguro", "Run Safe Mode"), ("Ayuda", "Help")]
+    assert [s.name for s in bitext_sources("zh", root)] == ["libreoffice-sw-zh_CN"]
+    assert bitext_sources("es", root, kinds=("freedict",)) == []
+    assert message_text("file_name_and_more") == "file_name_and_more"  # several underscores: an identifier

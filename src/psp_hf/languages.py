@@ -43,6 +43,7 @@ BITEXT = {
 }
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
+REGISTRY_KINDS = ("freedict", "gettext")
 STEPS = ("prepare", "label", "train", "evaluate", "card")
 # Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
 TATOEBA_MARGIN_K = 4
@@ -63,10 +64,12 @@ class Settings:
     limit: int | None = None
     registry: bool = True
     registry_limit: int | None = 50_000
+    registry_kinds: tuple[str, ...] = REGISTRY_KINDS
     tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS)
     threads: int = 0
     extra: tuple[str, ...] = ()
     margin_only: bool = False  # the baseline: P-SP's margin loss alone, no teacher
+    init_rows_from: str | None = None  # an English psp model: its rows start the shared pieces (and set the width)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,12 +86,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
     parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
     parser.add_argument("--registry-limit", type=int, default=50_000, help="pairs per registry source (50,000)")
+    parser.add_argument(
+        "--registry-kinds",
+        default=",".join(REGISTRY_KINDS),
+        help="which registry sources: freedict, gettext or both (default), comma-separated",
+    )
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument(
         "--margin-only",
         action="store_true",
         help="the baseline: train with P-SP's cross-lingual margin loss alone (no teacher, nothing labelled)",
+    )
+    parser.add_argument(
+        "--init-rows-from",
+        default=None,
+        metavar="MODEL",
+        help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
+        "language's start from it, and the width is its own (--dim is then ignored)",
     )
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
 
@@ -101,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
     unknown = [code for code in languages if code not in BITEXT]
     if unknown:
         raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(BITEXT)})")
+    kinds = tuple(kind.strip() for kind in args.registry_kinds.split(",") if kind.strip())
+    if not kinds or set(kinds) - set(REGISTRY_KINDS):
+        known = ", ".join(REGISTRY_KINDS)
+        raise PSPInputError(f"--registry-kinds {args.registry_kinds!r}: give one or both of {known}")
+    if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
+        raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     out = Path(args.out)
     settings = Settings(
         out=out,
@@ -114,10 +135,12 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         registry=args.registry,
         registry_limit=args.registry_limit,
+        registry_kinds=kinds,
         tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
         threads=args.threads,
         extra=tuple(shlex.split(args.train_args)),
         margin_only=args.margin_only,
+        init_rows_from=args.init_rows_from,
     )
     rows = [build_language(code, settings) for code in languages]
     write_summary(out, rows)
@@ -172,7 +195,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
         if settings.registry:
             from .data.registry_bitext import LOCAL_ROOT, bitext_sources, write_source_tsvs
 
-            sources = bitext_sources(code, LOCAL_ROOT)
+            sources = bitext_sources(code, LOCAL_ROOT, settings.registry_kinds)
             registry = write_source_tsvs(sources, code, staging, settings.registry_limit)
         report = prepare_bitext(
             [*inputs, *registry],
@@ -213,9 +236,13 @@ def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
     """The `psp train` flags of one language (the defaults measured for bitext, see the README)."""
     arguments = [
         "--data", str(folder / "data"), "--lang", code, "--output-dir", str(folder / "model"),
-        "--dim", str(settings.dim), "--init-std", "0.1", "--lr", "0.01",
+        "--init-std", "0.1", "--lr", "0.01",
         "--epochs", str(settings.epochs), "--max-minutes", str(settings.minutes), "--quiet",
     ]  # fmt: skip
+    if settings.init_rows_from:
+        arguments += ["--init-rows-from", str(settings.init_rows_from)]
+    else:
+        arguments += ["--dim", str(settings.dim)]
     if not settings.margin_only:
         arguments += ["--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache)]
     if settings.threads:

@@ -1,13 +1,17 @@
 """Sentencepiece vocabularies for P-SP: training, and conversion to a fast `tokenizer.json`.
 
 Lowercasing is part of the converted tokenizer's normalizer, so every loader (psp, AutoTokenizer,
-sentence-transformers) lowercases the same way.
+sentence-transformers) lowercases the same way. So is the removal of Arabic's optional marks (harakat, shadda,
+sukun, superscript alef, tatweel): Arabic writes them only now and then, so without this one word would be
+several pieces (17,348 of the 103,851 Arabic training pairs carry marks, mostly the dictionaries; a quarter of
+Tatoeba's Arabic sentences do).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +23,14 @@ PAD_PIECE = "<pad>"
 UNK_ID = 0
 PAD_ID = 1
 SPM_FILENAME = "sentencepiece.model"
+# Arabic's optional marks: fathatan..sukun and the other combining marks up to U+065F, superscript alef, tatweel.
+OPTIONAL_MARKS = "[\u064b-\u065f\u0670\u0640]"
+_OPTIONAL_MARKS = re.compile(OPTIONAL_MARKS)
+
+
+def strip_optional_marks(text: str) -> str:
+    """`text` without Arabic's optional marks, as the tokenizer's normalizer removes them."""
+    return _OPTIONAL_MARKS.sub("", text)
 
 
 def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lowercase: bool) -> Iterator[str]:
@@ -30,7 +42,9 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lower
         for line in lines:
             line = line.strip()
             if line:
-                yield line.lower() if lowercase else line
+                line = strip_optional_marks(line)
+                if line.strip():
+                    yield line.lower() if lowercase else line
 
 
 def _read_lines(path: Path) -> Iterator[str]:
@@ -102,6 +116,7 @@ def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowe
         # sentencepiece strips leading and trailing whitespace and folds runs of spaces before segmenting.
         def normalizer(self, proto):
             steps = [normalizers.Lowercase()] if lowercase else []
+            steps.append(normalizers.Replace(Regex(OPTIONAL_MARKS), ""))
             if proto.normalizer_spec.precompiled_charsmap:
                 steps.append(normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap))
             steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
@@ -171,6 +186,7 @@ __all__ = [
     "UNK_ID",
     "UNK_PIECE",
     "fast_tokenizer_from_sentencepiece",
+    "strip_optional_marks",
     "train_sentencepiece",
     "train_tokenizer",
     "wrap_fast_tokenizer",

@@ -34,6 +34,7 @@ _SKIP_LINE = re.compile(r"^(see|synonyms?|antonyms?|notes?|also|related)\s*:", r
 _EXAMPLE = re.compile(r'^"(.+)"\s+-\s+(.+)$')  # '"A-Dur"  - A major': a phrase of the headword's language
 _MARKUP = re.compile(r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|/[^/\n]*/|\([^)]*\)")
 _FORMAT = re.compile(
+    r"%[A-Z][A-Z_]+\b|"  # LibreOffice's named placeholders (%PRODUCTNAME), not a printf %P followed by letters
     r"%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[a-zA-Z%]|%\([^)]*\)[a-z]|\{[^}]*\}"
 )
 
@@ -177,7 +178,9 @@ def message_text(message: str) -> str:
     """A message as prose: format directives, accelerator marks and markup removed, whitespace folded."""
     text = _FORMAT.sub(" ", message)
     text = re.sub(r"<[^>]+>", " ", text)
-    text = re.sub(r"(?<!\w)[_&](?=\w)", "", text)
+    text = re.sub(r"(?<!\w)[_&](?=\w)", "", text).replace("~", "")
+    if text.count("_") == 1:  # one underscore inside a word is an accelerator mark too (LibreOffice: "Ay_uda")
+        text = re.sub(r"(?<=[^\W\d_])_(?=[^\W\d_])", "", text)
     return " ".join(text.split())
 
 
@@ -214,6 +217,15 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", 
                 name = f"gettext-{mo.stem}-{folder.parent.name}"
                 licence = f"the translated program's licence (package shipping {mo.name}; mostly GPL/LGPL)"
                 sources.append(BitextSource(name, licence, mo, "gettext"))
+        # LibreOffice's interface (libreoffice-l10n-<xx>): one catalogue per module, locale folders "es", "zh_CN".
+        office = root / "usr" / "lib" / "libreoffice" / "program" / "resource"
+        found = [office.glob(f"{lang}{suffix}/LC_MESSAGES") for suffix in ("", "-*", "_*")]
+        for folder in sorted(folder for matches in found for folder in matches):
+            if folder.parent.name.replace("-", "_") in excluded:
+                continue
+            for mo in sorted(folder.glob("*.mo")):
+                licence = "MPL-2.0 (LibreOffice's translations); Debian package libreoffice-l10n-" + lang
+                sources.append(BitextSource(f"libreoffice-{mo.stem}-{folder.parent.name}", licence, mo, "gettext"))
     return sources
 
 
