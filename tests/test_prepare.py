@@ -265,12 +265,12 @@ def test_filter_chain_counts_add_up():
 
 CRAFTED = [
     # sentence1, sentence2, score: what happens to the pair
-    ("A man is playing a guitar on stage.", "Someone plays music for a crowd tonight.", "0.8"),  # kept
+    ("A man is playing a red guitar on a small stage.", "Someone plays music for a crowd tonight.", "0.8"),  # kept
     ("Two dogs are running through deep snow.", "A pair of dogs race across a snowy field.", "0.9"),  # kept
     ("", "Someone plays music for a crowd tonight.", "0.8"),  # empty side
     ("Too short.", "Also short here.", "0.8"),  # length (< 5 tokens)
     ("The cat sleeps on the warm sofa all day.", "The cat sleeps on the warm sofa all night.", "0.95"),  # overlap
-    ("someone plays music for a crowd tonight.", "a man is playing a guitar on stage.", "0.8"),  # duplicate
+    ("someone plays music for a crowd tonight.", "a man is playing a red guitar on a small stage.", "0.8"),  # duplicate
     ("Ein Mann spielt auf der Bühne eine Gitarre.", "Jemand spielt heute Abend Musik für eine Menge.", "0.8"),
     ("A child eats a red apple in the kitchen.", "A kid is having some fruit at home.", "0.3"),  # score
 ]
@@ -289,12 +289,12 @@ def test_prepare_paraphrases_crafted_rows(tmp_path):
     out = tmp_path / "prepared"
     report = prepare_paraphrases([_crafted_file(tmp_path)], out, vocab_size=60, seed=1)
     removed = {step["name"]: step["removed"] for step in report["steps"]}
-    assert removed == {"lowercase": 0, "empty": 1, "length": 1, "overlap": 1, "duplicate": 1, "language": 1,
-                       "score": 1}  # fmt: skip
+    assert removed == {"lowercase": 0, "empty": 1, "length": 1, "overlap": 1, "duplicate": 1, "evaluation": 0,
+                       "language": 1, "score": 1}  # fmt: skip
     assert report["pairs_in"] == 8 and report["pairs_out"] == 2
     rows = list(load_dataset(str(out), split="train", streaming=True))
     assert sorted(row["sentence1"] for row in rows) == [
-        "a man is playing a guitar on stage.",
+        "a man is playing a red guitar on a small stage.",
         "two dogs are running through deep snow.",
     ]
     assert all(set(row) == {"sentence1", "sentence2", "score", "overlap"} for row in rows)
@@ -326,11 +326,11 @@ def test_prepare_switches_each_filter_off(tmp_path):
 
     report = prepare_paraphrases(
         [_crafted_file(tmp_path)], tmp_path / "all", langid=False, score_filter=False, overlap_filter=False,
-        length_filter=False, dedupe=False, lowercase=False, train_tokenizer=False,
+        length_filter=False, dedupe=False, lowercase=False, train_tokenizer=False, exclude_evaluation=False,
     )  # fmt: skip
     removed = {step["name"]: step["removed"] for step in report["steps"]}
-    assert removed == {"lowercase": 0, "empty": 1, "length": 0, "overlap": 0, "duplicate": 0, "language": 0,
-                       "score": 0}  # fmt: skip
+    assert removed == {"lowercase": 0, "empty": 1, "length": 0, "overlap": 0, "duplicate": 0, "evaluation": 0,
+                       "language": 0, "score": 0}  # fmt: skip
     assert report["pairs_out"] == 7
     assert report["steps"][0]["changed"] == 0
     assert not (tmp_path / "all" / "tokenizer").exists()
@@ -619,3 +619,23 @@ def test_a_killed_run_leaves_the_old_folder_and_the_next_run_removes_its_staging
     prepare_bitext([source], "de", out, overwrite=True, train_tokenizer=False, limit=20)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["de-en.tsv.gz", "out", live.name])
     assert json.loads((out / "report" / "report.json").read_text())["pairs_in"] == 20
+
+
+def test_prepare_paraphrases_removes_evaluation_sentences(tmp_path):
+    data = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    if not data.is_dir():
+        pytest.skip(f"real data not found at {data} (set PSP_DATA)")
+    from psp_hf.data.prepare import prepare_paraphrases
+
+    sick = (data / "sts" / "sick" / "test.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t")[1]
+    lines = [
+        f"{sick.upper()}\tan entirely different sentence written for this test",
+        "a first sentence that matches nothing at all\ta second sentence that matches nothing either",
+    ]
+    path = _write(tmp_path / "pairs.tsv", "".join(f"{line}\n" for line in lines))
+    options = {"score_filter": False, "langid": False, "overlap_filter": False, "vocab_size": 40}
+    report = prepare_paraphrases([path], tmp_path / "out", **options)
+    step = next(step for step in report["steps"] if step["name"] == "evaluation")
+    assert step["removed"] == 1 and report["pairs_out"] == 1
+    kept = prepare_paraphrases([path], tmp_path / "kept", exclude_evaluation=False, **options)
+    assert kept["pairs_out"] == 2

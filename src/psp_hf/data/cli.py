@@ -133,6 +133,15 @@ def _fraction(value: str) -> float:
     return number
 
 
+def _add_evaluation_flag(parser) -> None:
+    parser.add_argument(
+        "--keep-evaluation-sentences",
+        dest="exclude_evaluation",
+        action="store_false",
+        help="keep pairs with a side equal to an evaluation sentence (STS, STS17, Tatoeba, ...; removed by default)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `psp prepare` (sub-subcommands `paraphrases`, `bitext`, `pool`, `label`, `mine-pairs`)."""
     sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
@@ -168,6 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="maximum trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
     group.add_argument("--no-overlap-filter", dest="overlap_filter", action="store_false")
+    _add_evaluation_flag(group)
     _add_length(para, 5, 40)
     _add_output(para)
 
@@ -181,12 +191,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_io(bitext)
     bitext.add_argument("--langid", action="store_true", help="also check with langid that the sides are <lang> and en")
     _add_candidates(bitext)
-    bitext.add_argument(
-        "--keep-evaluation-sentences",
-        dest="exclude_evaluation",
-        action="store_false",
-        help="keep pairs with a side equal to an evaluation sentence (STS, STS17, Tatoeba, ...; removed by default)",
-    )
+    _add_evaluation_flag(bitext)
     _add_length(bitext, 3, 100)
     _add_output(bitext)
     registry = sub.add_parser(
@@ -274,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
             score_model=args.score_model,
             overlap_filter=args.overlap_filter,
             max_overlap=args.max_overlap,
+            exclude_evaluation=args.exclude_evaluation,
             **common,
         )
     else:

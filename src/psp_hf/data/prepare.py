@@ -95,13 +95,15 @@ def prepare_paraphrases(
     length_unit: str = "auto",
     lowercase: bool = True,
     dedupe: bool = True,
+    exclude_evaluation: bool = True,
     **run,
 ) -> dict:
     """Filter ParaNMT-format paraphrase pairs into a datasets folder (and/or a Hub dataset repo).
 
     Steps, in order, each counted in the report: lowercasing (and whitespace folding), empty side, token
     length of both sides in [min_tokens, max_tokens], trigram overlap <= max_overlap, exact duplicates,
-    langid of both sides == `language`, paraphrase score in [min_score, max_score] (the input's score
+    evaluation sentences (`exclude_evaluation`: a side equal to a sentence of the data folder's evaluation sets,
+    normalised), langid of both sides == `language`, paraphrase score in [min_score, max_score] (the input's score
     column, or the cosine of `score_model`). `langid_candidates` restricts the languages langid chooses from
     (default: all 97 it knows). `run` takes the settings of `run_recipe` (push_to_hub, overwrite, header,
     skip_bad_lines, shuffle, seed, num_shards, vocab_size, train_tokenizer, batch_size, limit, ...).
@@ -120,6 +122,7 @@ def prepare_paraphrases(
             LengthRange(min_tokens, max_tokens, (unit, unit), enabled=length_filter),
             OverlapMaximum(max_overlap, enabled=overlap_filter),
             DropDuplicates(ordered=False, enabled=dedupe),
+            DropEvaluationSentences(enabled=exclude_evaluation),
             _language_step((language, language), langid, langid_candidates),
             ScoreRange(
                 min_score,
@@ -151,6 +154,7 @@ def prepare_paraphrases(
             "length_unit": unit,
             "lowercase": lowercase,
             "dedupe": dedupe,
+            "exclude_evaluation": exclude_evaluation,
         },
         needs_score=score_filter and score_model is None,
         computes_score=score_model is not None,
