@@ -326,3 +326,35 @@ def test_tokenized_pool_batch_equals_direct_tokenization(tiny_tokenizer):
     ids, offsets = pool.batch(np.array([2, 0]))
     direct_ids, direct_offsets = encoder.tokenize([sentences[2], sentences[0]])
     assert torch.equal(ids, direct_ids) and torch.equal(offsets, direct_offsets)
+
+
+def test_pool_weights_repeat_or_thin_each_source(tmp_path):
+    from psp_hf.data.teacher_labels import record_provenance
+    from psp_hf.training.distill import TeacherPool, parse_pool_weights
+
+    news = [f"news sentence number {i} about the markets" for i in range(40)]
+    wiki = [f"wiki sentence number {i} about a village" for i in range(200)]
+    corpus = build_corpus([_source("news", news), _source("wiki", wiki)], {})
+    write_corpus(corpus, tmp_path / "pool")
+    cache = TeacherCache(tmp_path / "cache")
+    cache.label([*news, *wiki], FakeTeacher(), name="fake")
+    record_provenance(cache.directory, tmp_path / "pool", 1.0)
+
+    plain = TeacherPool(cache.directory, seed=3)
+    assert plain.pass_rows is None and plain.shard_size == 240
+    weighted = TeacherPool(cache.directory, seed=3, weights=parse_pool_weights("news=2.5,wiki=0.5"))
+    rows = weighted.shard(0)
+    sentences = np.array(weighted.sentences, dtype=object)[rows]
+    counts = {text: int((sentences == text).sum()) for text in [*news, *wiki]}
+    assert all(counts[text] in (2, 3) for text in news) and all(counts[text] in (0, 1) for text in wiki)
+    assert 100 < sum(counts[text] for text in news) < 100 + 40 - 10  # about half of them a third time
+    assert 60 < sum(counts[text] for text in wiki) < 140
+    assert weighted.shard_size == len(rows) and sorted(weighted.shard(1)) == sorted(rows)  # same draw, new order
+    again = TeacherPool(cache.directory, seed=3, weights={"news": 2.5, "wiki": 0.5})
+    np.testing.assert_array_equal(again.shard(0), rows)  # a resumed run sees the same pass
+    with pytest.raises(PSPInputError, match="no source blogs in the pool"):
+        TeacherPool(cache.directory, weights={"blogs": 2})
+    with pytest.raises(PSPInputError, match="weights >= 0"):
+        parse_pool_weights("news=-1")
+    with pytest.raises(PSPInputError, match="bad: 'wiki'"):
+        parse_pool_weights("news=2,wiki")

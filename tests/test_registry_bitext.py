@@ -188,3 +188,19 @@ def test_libreoffice_catalogues_are_gettext_sources_with_their_licence(tmp_path)
     assert [s.name for s in bitext_sources("zh", root)] == ["libreoffice-sw-zh_CN"]
     assert bitext_sources("es", root, kinds=("freedict",)) == []
     assert message_text("file_name_and_more") == "file_name_and_more"  # several underscores: an identifier
+
+
+def test_a_limited_source_is_sampled_over_all_its_headwords(tmp_path):
+    from psp_hf.data.registry_bitext import BitextSource, limited_pairs
+
+    words = [f"{letter}wort{i}" for letter in "abcdefghij" for i in range(20)]  # headword order, as dictd has
+    root = tmp_path / "dictd"
+    index = write_dictd(root, "freedict-deu-eng", [(word, f"{word}\n word{k}\n") for k, word in enumerate(words)])
+    source = BitextSource("freedict-deu-eng", "GPL", index, "freedict")
+    everything = list(source.pairs())
+    assert len(everything) == 200 and limited_pairs(source, None) == everything
+    sample = limited_pairs(source, 30)
+    assert len(sample) == 30 and len(set(sample)) == 30 and set(sample) <= set(everything)
+    assert len({xx[0] for xx, _ in sample}) >= 8  # not just the first letters' words
+    assert sample == sorted(sample, key=everything.index)  # in the source's order
+    assert limited_pairs(source, 30) == sample  # the same draw every time

@@ -160,6 +160,11 @@ def test_teacher_mask_matches_a_per_row_reference():
         ({"piece_weights": "learned"}, "--piece-weights must be one of"),
         ({"distill_weight": -1.0}, ">= 0"),
         ({"teacher_cache": "/nonexistent/cache"}, "no such folder"),
+        ({"pool_weights": "wiki=half"}, "SOURCE=WEIGHT pairs"),
+        (
+            {"pool_weights": "w=1", "teacher_cache": None, "data": ["x.tsv"], "distill_weight": 0.0},
+            "it needs --teacher",
+        ),
     ],
 )
 def test_teacher_settings_are_validated(toy, tmp_path, overrides, message):

@@ -85,7 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=50_000)
     parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
     parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
-    parser.add_argument("--registry-limit", type=int, default=50_000, help="pairs per registry source (50,000)")
+    parser.add_argument(
+        "--registry-limit",
+        type=int,
+        default=50_000,
+        help="pairs per registry source, sampled evenly from a larger one (50,000)",
+    )
     parser.add_argument(
         "--registry-kinds",
         default=",".join(REGISTRY_KINDS),

@@ -208,7 +208,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     registry.add_argument(
         "--sources", type=_languages, default=["freedict", "gettext"], help="freedict,gettext (default both)"
     )
-    registry.add_argument("--per-source-limit", type=positive_int, default=None, help="pairs read per source")
+    registry.add_argument(
+        "--per-source-limit",
+        type=positive_int,
+        default=None,
+        help="pairs per source (a larger source is sampled evenly over its entries)",
+    )
     registry.add_argument("--no-langid", dest="langid", action="store_false", help="skip language identification")
     registry.add_argument("--vocab-size", type=positive_int, default=50000)
     registry.add_argument("-q", "--quiet", action="store_true", help="no summary")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import re
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +276,20 @@ def prepare_registry_bitext(
     return report
 
 
+def limited_pairs(source: BitextSource, limit: int | None) -> list[tuple[str, str]]:
+    """The pairs of `source`, or `limit` of them drawn evenly over the whole source (seeded by its name).
+
+    A dictionary's pairs come in headword order, so its first `limit` would be the words of a few letters only.
+    """
+    pairs = list(source.pairs())
+    if limit is None or len(pairs) <= limit:
+        return pairs
+    import numpy as np
+
+    rng = np.random.default_rng(zlib.crc32(source.name.encode()))
+    return [pairs[index] for index in np.sort(rng.choice(len(pairs), size=limit, replace=False))]
+
+
 def write_source_tsvs(sources: list[BitextSource], lang: str, folder: Path, limit: int | None = None) -> list[Path]:
     """One `<lang>\ten` TSV per source in `folder` (named after it, so a report counts each), `limit` pairs each."""
     files = []
@@ -282,9 +297,7 @@ def write_source_tsvs(sources: list[BitextSource], lang: str, folder: Path, limi
         path = folder / f"{source.name}.tsv"
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(f"{lang}\ten\n")
-            for count, (xx, en) in enumerate(source.pairs()):
-                if limit is not None and count >= limit:
-                    break
+            for xx, en in limited_pairs(source, limit):
                 handle.write(f"{' '.join(xx.split())}\t{' '.join(en.split())}\n")
         files.append(path)
     return files

@@ -73,6 +73,7 @@ _SETTING_LABELS = {
     "distill_weight": "distillation loss weight",
     "margin_weight": "margin loss weight",
     "distill_batch_size": "distillation batch size",
+    "pool_weights": "pool sources weighted",
     "teacher_negative_threshold": "negatives skipped above teacher cosine",
     "init": "initial table",
     "init_std": "initial table standard deviation (random)",

@@ -176,6 +176,13 @@ class TrainingArguments(EncoderArguments):
         ),
     )
     distill_batch_size: int = field(default=1024, metadata=_arg("pool sentences per distillation batch"))
+    pool_weights: str | None = field(
+        default=None,
+        metadata=_arg(
+            "how often each source of the pool is drawn in a pass, e.g. 'wikipedia-2015=0.5,wordnet-glosses=2' "
+            "(sources as the pool's report.json names them; others keep 1)"
+        ),
+    )
     teacher_negative_threshold: float | None = field(
         default=None,
         metadata=_arg(

@@ -7,6 +7,11 @@ a seeded permutation (seed, epoch); with several processes every process takes a
 `r` gets positions r, r + W, ...; the few rows left over by n % W wait for another epoch), so every process takes
 the same number of distillation steps. The position inside the epoch is a row count, which is all a checkpoint
 needs to continue exactly.
+
+`--pool-weights SOURCE=W,...` changes how often each source of the pool is drawn in one pass: a sentence of a
+source of weight W comes floor(W) times, and once more with probability W - floor(W) (drawn once per run, seeded),
+so 2 doubles a source and 0.5 keeps a fixed half of it. The sources are those of the pool the cache was labelled
+from (`psp prepare pool`'s `sentences.parquet`, named in the cache's meta.json).
 """
 
 from __future__ import annotations
@@ -57,10 +62,66 @@ class TokenizedPool:
         return torch.from_numpy(self.flat[positions]), torch.from_numpy(offsets)
 
 
+def parse_pool_weights(text: str | None) -> dict[str, float]:
+    """`--pool-weights` ("wikipedia-2015=0.5,wordnet-glosses=2") as {source: weight}."""
+    weights: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = -1.0
+        if not name.strip() or weight < 0:
+            raise PSPInputError(f"--pool-weights {text!r}: give SOURCE=WEIGHT pairs, weights >= 0 (bad: {item!r})")
+        weights[name.strip()] = weight
+    return weights
+
+
+def pool_sources(cache_dir: str | os.PathLike, sentences: Sequence[str]) -> list[str]:
+    """The source of each cached sentence, from the pool that the cache's meta.json names."""
+    import pyarrow.parquet as pq
+
+    meta_path = Path(cache_dir) / "meta.json"
+    corpus = json.loads(meta_path.read_text(encoding="utf-8")).get("corpus") if meta_path.is_file() else None
+    pool = Path(corpus) / "sentences.parquet" if corpus else None
+    if pool is None or not pool.is_file():
+        raise PSPInputError(
+            f"--pool-weights: the pool the cache {cache_dir} was labelled from is needed for the sources "
+            f"({pool or 'meta.json names no corpus'} not found)"
+        )
+    table = pq.read_table(pool, columns=["sentence", "source"])
+    source_of = dict(zip(table.column("sentence").to_pylist(), table.column("source").to_pylist(), strict=True))
+    return [source_of.get(sentence, "unknown") for sentence in sentences]
+
+
+def weighted_rows(sources: Sequence[str], weights: dict[str, float], seed: int) -> np.ndarray:
+    """The rows of one pass under `weights` (a source not named keeps weight 1), in row order."""
+    names = sorted(set(sources))
+    unknown = sorted(set(weights) - set(names))
+    if unknown:
+        raise PSPInputError(f"--pool-weights: no source {', '.join(unknown)} in the pool (it has {', '.join(names)})")
+    weight = np.fromiter((weights.get(source, 1.0) for source in sources), dtype=np.float64, count=len(sources))
+    whole = np.floor(weight).astype(np.int64)
+    extra = np.random.default_rng([seed, 1 << 20]).random(len(weight)) < weight - whole
+    counts = whole + extra
+    if counts.sum() == 0:
+        raise PSPInputError("--pool-weights: every source has weight 0, nothing is left to distil")
+    return np.repeat(np.arange(len(weight)), counts)
+
+
 class TeacherPool:
     """Sentences and float16 teacher vectors of a cache; `tokenize()` prepares it for distillation batches."""
 
-    def __init__(self, cache_dir: str | os.PathLike, seed: int = 0, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        weights: dict[str, float] | None = None,
+    ):
         from ..data.teacher_labels import TeacherCache
 
         cache = TeacherCache(cache_dir)
@@ -78,7 +139,10 @@ class TeacherPool:
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        self.shard_size = len(self.sentences) // world_size
+        # One pass's rows: every row once, or each source as often as --pool-weights says.
+        self.pass_rows = weighted_rows(pool_sources(cache_dir, self.sentences), weights, seed) if weights else None
+        self.pass_size = len(self.sentences) if self.pass_rows is None else len(self.pass_rows)
+        self.shard_size = self.pass_size // world_size
         if self.shard_size < 1:
             raise PSPInputError(
                 f"--teacher-cache {cache_dir}: {len(self.sentences)} sentences for {world_size} processes"
@@ -103,7 +167,9 @@ class TeacherPool:
     def shard(self, epoch: int) -> np.ndarray:
         """Row numbers of this process's share of `epoch`, in order (a seeded permutation)."""
         if self._order_epoch != epoch:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sentences))
+            order = np.random.default_rng([self.seed, epoch]).permutation(self.pass_size)
+            if self.pass_rows is not None:
+                order = self.pass_rows[order]
             self._order = order[self.rank :: self.world_size][: self.shard_size]
             self._order_epoch = epoch
         return self._order

@@ -39,6 +39,7 @@ RESUME_FIXED = (
     "dev_pairs",
     "init_rows_from",
     "distill_batch_size",
+    "pool_weights",
     "init",
     "init_std",
     "init_vectors",
@@ -156,9 +157,15 @@ class RunSetup:
             )
         self.pool = None
         if args.teacher_cache and not args.pair_distill():
-            from .distill import TeacherPool
+            from .distill import TeacherPool, parse_pool_weights
 
-            self.pool = TeacherPool(args.teacher_cache, seed=args.seed, rank=self.rank, world_size=self.world_size)
+            self.pool = TeacherPool(
+                args.teacher_cache,
+                seed=args.seed,
+                rank=self.rank,
+                world_size=self.world_size,
+                weights=parse_pool_weights(args.pool_weights),
+            )
         self.distilling = self.pool is not None and args.distill_weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
         self._build_model(resuming)

@@ -34,6 +34,12 @@ def validate_teacher_settings(args) -> None:
         )
     if args.data and args.margin_weight == 0 and args.distill_weight == 0:
         raise PSPInputError("--margin-weight 0 and --distill-weight 0: nothing to train")
+    if args.pool_weights:
+        from .distill import parse_pool_weights
+
+        parse_pool_weights(args.pool_weights)  # a malformed value fails here, before anything is loaded
+        if not args.teacher_cache or args.teacher:
+            raise PSPInputError("--pool-weights weights the sources of an English pool: it needs --teacher-cache")
     if args.teacher_negative_threshold is not None:
         if not args.teacher_cache:
             raise PSPInputError("--teacher-negative-threshold needs --teacher-cache (the teacher's vectors)")
