@@ -2,9 +2,8 @@
 
 Lowercasing is part of the converted tokenizer's normalizer, so every loader (psp, AutoTokenizer,
 sentence-transformers) lowercases the same way. So is the removal of Arabic's optional marks (harakat, shadda,
-sukun, superscript alef, tatweel): Arabic writes them only now and then, so without this one word would be
-several pieces (17,348 of the 103,851 Arabic training pairs carry marks, mostly the dictionaries; a quarter of
-Tatoeba's Arabic sentences do).
+sukun, superscript alef, tatweel): Arabic writes them only now and then, so without this the marked and the bare
+spelling of one word would be different pieces.
 """
 
 from __future__ import annotations
