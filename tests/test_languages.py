@@ -114,7 +114,7 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     args.init_rows_from = str(english)
     with pytest.raises(PSPInputError, match="--init-rows-from .*p-sp-en: not a model folder"):
         run(args)
-    args.registry_kinds = "freedict,manpages"
-    with pytest.raises(PSPInputError, match="--registry-kinds 'freedict,manpages': give one or both of"):
+    args.registry_sources = "freedict,manpages"
+    with pytest.raises(PSPInputError, match="--registry-sources 'freedict,manpages': give one or both of"):
         run(args)
     assert not (tmp_path / "out").exists()

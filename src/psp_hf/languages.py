@@ -43,7 +43,7 @@ BITEXT = {
 }
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
-REGISTRY_KINDS = ("freedict", "gettext")
+REGISTRY_SOURCES = ("freedict", "gettext")
 STEPS = ("prepare", "label", "train", "evaluate", "card")
 # Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
 TATOEBA_MARGIN_K = 4
@@ -64,7 +64,7 @@ class Settings:
     limit: int | None = None
     registry: bool = True
     registry_limit: int | None = 50_000
-    registry_kinds: tuple[str, ...] = REGISTRY_KINDS
+    registry_sources: tuple[str, ...] = REGISTRY_SOURCES
     tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS)
     threads: int = 0
     extra: tuple[str, ...] = ()
@@ -92,8 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pairs per registry source, sampled evenly from a larger one (50,000)",
     )
     parser.add_argument(
-        "--registry-kinds",
-        default=",".join(REGISTRY_KINDS),
+        "--registry-sources",
+        default=",".join(REGISTRY_SOURCES),
         help="which registry sources: freedict, gettext or both (default), comma-separated",
     )
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = [code for code in languages if code not in BITEXT]
     if unknown:
         raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(BITEXT)})")
-    kinds = tuple(kind.strip() for kind in args.registry_kinds.split(",") if kind.strip())
-    if not kinds or set(kinds) - set(REGISTRY_KINDS):
-        known = ", ".join(REGISTRY_KINDS)
-        raise PSPInputError(f"--registry-kinds {args.registry_kinds!r}: give one or both of {known}")
+    kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
+    if not kinds or set(kinds) - set(REGISTRY_SOURCES):
+        known = ", ".join(REGISTRY_SOURCES)
+        raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or both of {known}")
     if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     out = Path(args.out)
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         registry=args.registry,
         registry_limit=args.registry_limit,
-        registry_kinds=kinds,
+        registry_sources=kinds,
         tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
         threads=args.threads,
         extra=tuple(shlex.split(args.train_args)),
@@ -200,7 +200,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
         if settings.registry:
             from .data.registry_bitext import LOCAL_ROOT, bitext_sources, write_source_tsvs
 
-            sources = bitext_sources(code, LOCAL_ROOT, settings.registry_kinds)
+            sources = bitext_sources(code, LOCAL_ROOT, settings.registry_sources)
             registry = write_source_tsvs(sources, code, staging, settings.registry_limit)
         report = prepare_bitext(
             [*inputs, *registry],
