@@ -358,3 +358,24 @@ def test_pool_weights_repeat_or_thin_each_source(tmp_path):
         parse_pool_weights("news=-1")
     with pytest.raises(PSPInputError, match="bad: 'wiki'"):
         parse_pool_weights("news=2,wiki")
+
+
+def test_two_writers_of_one_teacher_cache_keep_each_others_chunks(tmp_path):
+    first = [f"first writer sentence {i}" for i in range(12)]
+    second = [f"second writer sentence {i}" for i in range(7)]
+
+    class Interleaving(FakeTeacher):
+        """Another process labels into the same cache while this one is embedding its first chunk."""
+
+        def encode(self, sentences, **kwargs):
+            if self.calls == 0:
+                TeacherCache(tmp_path / "cache").label(second, FakeTeacher(), name="fake", chunk_size=5)
+            return super().encode(sentences, **kwargs)
+
+    cache = TeacherCache(tmp_path / "cache")
+    assert cache.label(first, Interleaving(), name="fake", chunk_size=5) == 12
+    # Both writers started at chunk 0; the later one moved on to the next free numbers instead of replacing.
+    assert [path.name for path in cache.chunk_files()] == [f"chunk-{i:06d}.parquet" for i in range(5)]
+    texts, rows = cache.load([*first, *second])
+    np.testing.assert_allclose(rows, FakeTeacher().encode([*first, *second]), atol=2e-3)
+    assert not [path for path in (tmp_path / "cache").iterdir() if path.name.startswith(".")]  # no temporaries left

@@ -12,7 +12,7 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -312,6 +312,40 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                 if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EISDIR):
                     raise output_error(path, error) from None
                 raise
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def publish_new(
+    folder: str | os.PathLike, name_for: Callable[[int], str], first: int, write: Callable[[Path], None]
+) -> Path:
+    """Write a file with `write(tmp)` and publish it as `name_for(i)` for the first free `i >= first`.
+
+    Unlike `atomic_path`, an existing file is never replaced: the hard link that publishes the file fails on a
+    name another writer took meanwhile, and the next number is tried. So processes appending numbered files to
+    one folder (a shared teacher cache) cannot overwrite each other's.
+    """
+    folder = Path(folder)
+    stem = folder / "publish"
+    _remove_stale_temps(stem)
+    tmp = _temp_name(stem)
+    try:
+        with _terminate_as_exception():
+            try:
+                write(tmp)
+            except OSError as error:
+                raise output_error(folder / name_for(first), error) from None
+            index = first
+            while True:
+                path = folder / name_for(index)
+                try:
+                    os.link(tmp, path)
+                    return path
+                except FileExistsError:
+                    index += 1
+                except OSError as error:
+                    raise output_error(path, error) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -5,7 +5,9 @@ The cache is a folder of parquet chunks (``chunk-000000.parquet`` …), each wit
 normalises, so its rows have unit norm up to float16 rounding), plus ``meta.json`` naming the teacher. It is
 keyed by sentence text: labelling skips every sentence some chunk already holds, so a killed run continues
 from its last complete chunk, and a grown pool only labels what is new. Chunks are written atomically
-(temporary file, then rename), so a chunk is either complete or absent. The folder loads as a Hugging Face
+(temporary file, then a hard link under the next free number), so a chunk is either complete or absent, and two
+processes labelling into one cache never overwrite each other's chunks (they may label a sentence twice; the
+later row wins on lookup). The folder loads as a Hugging Face
 dataset: ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
 Run: ``psp prepare label --corpus POOL --cache CACHE`` (`label_pool`).
@@ -24,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io import atomic_path
+from ..io import atomic_path, publish_new
 
 CHUNK_GLOB = "chunk-*.parquet"
 META_FILE = "meta.json"
@@ -104,6 +106,10 @@ def _teacher_dim(teacher) -> int | None:
         if hasattr(teacher, method):
             return getattr(teacher, method)()
     return None
+
+
+def _chunk_name(number: int) -> str:
+    return f"chunk-{number:06d}.parquet"
 
 
 class TeacherCache:
@@ -190,10 +196,8 @@ class TeacherCache:
                 "embedding": pa.FixedSizeListArray.from_arrays(values, embeddings.shape[1]),
             }
         )
-        path = self.directory / f"chunk-{index:06d}.parquet"
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
-        return path
+        # Another process labelling into the same cache may take a number first: the next free one is used.
+        return publish_new(self.directory, _chunk_name, index, lambda tmp: pq.write_table(table, tmp))
 
     def label(
         self,
@@ -214,8 +218,6 @@ class TeacherCache:
         if chunk_size < 1 or batch_size < 1:
             raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        for stale in self.directory.glob(".chunk-*.tmp"):
-            stale.unlink()  # left by a run killed mid-write
         dim = _teacher_dim(teacher)
         self._check_meta(name, dim, backend)
         done = self.labelled_sentences()
@@ -239,8 +241,8 @@ class TeacherCache:
             if self.meta() is None:
                 self._write_meta(name, embeddings.shape[1], backend)
             self._check_meta(name, embeddings.shape[1], backend)
-            self._write_chunk(next_index, chunk, embeddings)
-            next_index += 1
+            written = self._write_chunk(next_index, chunk, embeddings)
+            next_index = int(written.stem.split("-")[1]) + 1
             bar.update(len(chunk))
         bar.close()
         return len(todo)
