@@ -7,8 +7,8 @@ keyed by sentence text: labelling skips every sentence some chunk already holds,
 from its last complete chunk, and a grown pool only labels what is new. Chunks are written atomically
 (temporary file, then a hard link under the next free number), so a chunk is either complete or absent, and two
 processes labelling into one cache never overwrite each other's chunks (they may label a sentence twice; the
-later row wins on lookup). The folder loads as a Hugging Face
-dataset: ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
+later row wins on lookup). The folder loads as a Hugging Face dataset:
+``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
 Run: ``psp prepare label --corpus POOL --cache CACHE`` (`label_pool`).
 """

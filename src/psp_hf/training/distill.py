@@ -79,12 +79,11 @@ def parse_pool_weights(text: str | None) -> dict[str, float]:
     return weights
 
 
-def pool_sources(cache_dir: str | os.PathLike, sentences: Sequence[str]) -> list[str]:
-    """The source of each cached sentence, from the pool that the cache's meta.json names."""
+def pool_sources(cache_dir: str | os.PathLike, meta: dict, sentences: Sequence[str]) -> list[str]:
+    """The source of each cached sentence, from the pool that the cache's meta (`meta["corpus"]`) names."""
     import pyarrow.parquet as pq
 
-    meta_path = Path(cache_dir) / "meta.json"
-    corpus = json.loads(meta_path.read_text(encoding="utf-8")).get("corpus") if meta_path.is_file() else None
+    corpus = meta.get("corpus")
     pool = Path(corpus) / "sentences.parquet" if corpus else None
     if pool is None or not pool.is_file():
         raise PSPInputError(
@@ -140,7 +139,9 @@ class TeacherPool:
         self.rank = rank
         self.world_size = world_size
         # One pass's rows: every row once, or each source as often as --pool-weights says.
-        self.pass_rows = weighted_rows(pool_sources(cache_dir, self.sentences), weights, seed) if weights else None
+        self.pass_rows = None
+        if weights:
+            self.pass_rows = weighted_rows(pool_sources(cache_dir, meta, self.sentences), weights, seed)
         self.pass_size = len(self.sentences) if self.pass_rows is None else len(self.pass_rows)
         self.shard_size = self.pass_size // world_size
         if self.shard_size < 1:

@@ -39,7 +39,10 @@ def validate_teacher_settings(args) -> None:
 
         parse_pool_weights(args.pool_weights)  # a malformed value fails here, before anything is loaded
         if not args.teacher_cache or args.teacher:
-            raise PSPInputError("--pool-weights weights the sources of an English pool: it needs --teacher-cache")
+            raise PSPInputError(
+                "--pool-weights weights the sources of an English pool: it needs --teacher-cache of a labelled pool "
+                "(bitext's --teacher labels no pool)"
+            )
     if args.teacher_negative_threshold is not None:
         if not args.teacher_cache:
             raise PSPInputError("--teacher-negative-threshold needs --teacher-cache (the teacher's vectors)")
