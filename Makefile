@@ -58,15 +58,31 @@ BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus coreutils bash tar gettext diffutils grep sed findutils \
 	util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
-	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn)
+	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH)
+# Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: README, "Bitext
+# from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
+BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l10n darktable digikam-data \
+	e2fsprogs-l10n evince-common evolution-common evolution-data-server-common filezilla-common freeciv-data \
+	gcc-12-locales geany-common gimp-data git gnome-calendar gnome-control-center-data gnome-maps \
+	gnome-settings-daemon-common gnome-shell-common gnome-software-common gnome-terminal-data gnucash-common \
+	gnumeric-common gparted-common grub-common hexchat-common inkscape kdenlive-data libc-l10n mate-desktop-common \
+	mutter-common nautilus-data pidgin-data plasma-workspace-data pulseaudio rhythmbox-data shotwell-common synaptic \
+	totem-common tuxpaint-data vlc-l10n
+BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota sotbe thot trow tsg utbs)
 
-# The stamp names the package list's version: a longer list unpacks again.
-registry-bitext: .cache/registry-bitext/.unpacked-2
+# The stamp names the package list's version: a longer list unpacks again. The manifest maps each unpacked
+# catalogue to its package, whose copyright file gives the licence recorded in the dataset card.
+registry-bitext: .cache/registry-bitext/.unpacked-3
 
-.cache/registry-bitext/.unpacked-2:
+.cache/registry-bitext/.unpacked-3:
 	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root
 	cd .cache/registry-bitext/debs && apt-get download $(BITEXT_DEBS)
-	for deb in .cache/registry-bitext/debs/*.deb; do dpkg -x $$deb .cache/registry-bitext/root; done
+	rm -f .cache/registry-bitext/root/.mo-packages.tsv
+	for deb in .cache/registry-bitext/debs/*.deb; do \
+		dpkg -x $$deb .cache/registry-bitext/root; \
+		package=$$(dpkg-deb -f $$deb Package); \
+		dpkg-deb -c $$deb | grep -o '\./[^ ]*\.mo$$' | sed "s|$$|\t$$package|" >> .cache/registry-bitext/root/.mo-packages.tsv; \
+	done
 	touch $@
 
 # Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under

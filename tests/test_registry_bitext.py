@@ -204,3 +204,36 @@ def test_a_limited_source_is_sampled_over_all_its_headwords(tmp_path):
     assert len({xx[0] for xx, _ in sample}) >= 8  # not just the first letters' words
     assert sample == sorted(sample, key=everything.index)  # in the source's order
     assert limited_pairs(source, 30) == sample  # the same draw every time
+
+
+def test_game_catalogues_are_found_and_licences_come_from_the_packages(tmp_path):
+    root = tmp_path / "root"
+    system = root / "usr" / "share" / "locale" / "es" / "LC_MESSAGES"
+    write_mo(system / "vlc.mo", [(b"Open the media", b"Abrir el medio")])
+    write_mo(system / "synaptic.mo", [(b"Reload", b"Recargar")])
+    write_mo(system / "tar.mo", [(b"Archive", b"Archivo")])
+    games = root / "usr" / "share" / "games" / "wesnoth" / "1.16" / "locale" / "es" / "LC_MESSAGES"
+    write_mo(games / "wesnoth-httt.mo", [(b"We must flee!", b"\xc2\xa1Debemos huir!")])
+    docs = root / "usr" / "share" / "doc"
+    (docs / "vlc-l10n").mkdir(parents=True)
+    (docs / "vlc-l10n" / "copyright").write_text(
+        "Files: *\nLicense: GPL-2+\n\nFiles: modules/*\nLicense: LGPL-2.1+ or GPL-2+\n", encoding="utf-8"
+    )
+    (docs / "synaptic").mkdir()
+    (docs / "synaptic" / "copyright").write_text("Released under the GNU General Public\nLicense.\n", encoding="utf-8")
+    (docs / "wesnoth-1.16-httt").symlink_to("wesnoth-1.16-data")  # a family member's docs, not unpacked here
+    (root / ".mo-packages.tsv").write_text(
+        "./usr/share/locale/es/LC_MESSAGES/vlc.mo\tvlc-l10n\n"
+        "./usr/share/locale/es/LC_MESSAGES/synaptic.mo\tsynaptic\n"
+        "./usr/share/games/wesnoth/1.16/locale/es/LC_MESSAGES/wesnoth-httt.mo\twesnoth-1.16-httt\n",
+        encoding="utf-8",
+    )
+    sources = {source.name: source for source in bitext_sources("es", root)}
+    assert sorted(sources) == ["gettext-synaptic-es", "gettext-tar-es", "gettext-vlc-es", "gettext-wesnoth-httt-es"]
+    assert list(sources["gettext-wesnoth-httt-es"].pairs()) == [("¡Debemos huir!", "We must flee!")]
+    assert sources["gettext-vlc-es"].license == (
+        "GPL-2+, LGPL-2.1+ (Debian package vlc-l10n, usr/share/doc/vlc-l10n/copyright)"
+    )
+    assert sources["gettext-synaptic-es"].license.startswith("GPL (named in Debian package synaptic")
+    assert "Debian package wesnoth-1.16-data" in sources["gettext-wesnoth-httt-es"].license
+    assert "mostly GPL/LGPL" in sources["gettext-tar-es"].license  # no manifest line: the general case

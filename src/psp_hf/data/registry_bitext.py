@@ -5,9 +5,10 @@
   both directions' files. Licences vary by dictionary (GPL-2+/GPL-3+/AGPL, see each package's copyright);
   `freedict_licence` reads the dictionary's own notice.
 * gettext: the `.mo` catalogues under usr/share/locale/<xx>/LC_MESSAGES of translated programs (coreutils, bash,
-  tar, apt, dpkg, glib, GTK, ...): the English message (msgid) paired with its translation (msgstr). Messages that
-  are only format directives, untranslated, or without a word are dropped. The translations carry their
-  programs' licences (mostly GPL-2+/GPL-3+/LGPL).
+  tar, apt, dpkg, glib, GTK, GIMP, Inkscape, ...), and Wesnoth's campaign dialogue under its own locale tree: the
+  English message (msgid) paired with its translation (msgstr). Messages that are only format directives,
+  untranslated, or without a word are dropped. The translations carry their programs' licences, read from each
+  package's copyright file when the unpacking recorded which package shipped the catalogue.
 
 Files are read under a root where the packages were unpacked (``apt-get download`` + ``dpkg -x``; `make
 registry-bitext`), parsed with Python alone (no dictd, no gettext tools).
@@ -16,6 +17,7 @@ registry-bitext`), parsed with Python alone (no dictd, no gettext tools).
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import struct
 import zlib
@@ -197,6 +199,56 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------------------- sources
+MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
+
+
+def locale_folders(root: Path) -> list[Path]:
+    """The gettext locale trees under `root`: the system one, and those that games keep beside their data
+    (Wesnoth's campaigns: usr/share/games/wesnoth/<version>/locale)."""
+    return [root / "usr" / "share" / "locale", *sorted(root.glob("usr/share/games/*/*/locale"))]
+
+
+def mo_packages(root: Path) -> dict[str, str]:
+    """Path (relative to `root`) -> Debian package, from the manifest the unpacking wrote; {} without one."""
+    manifest = root / MO_PACKAGES
+    if not manifest.is_file():
+        return {}
+    packages = {}
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        path, _, package = line.partition("\t")
+        if package:
+            packages[path.removeprefix("./")] = package
+    return packages
+
+
+def catalogue_licence(root: Path, package: str | None, mo: Path) -> str:
+    """A catalogue's licence line: the licences its package's copyright file names (machine-readable ones), or a
+    pointer to that file; without a known package, the general case."""
+    if package is None:
+        return f"the translated program's licence (package shipping {mo.name}; mostly GPL/LGPL)"
+    docs = root / "usr" / "share" / "doc" / package
+    if docs.is_symlink() and not docs.exists():
+        # A package of a family (wesnoth-1.16-httt) points its docs at the family's main package, not unpacked.
+        return f"see the copyright file of Debian package {Path(os.readlink(docs)).name} ({package}'s docs point there)"
+    copyright_file = docs / "copyright"
+    names: list[str] = []
+    try:
+        text = copyright_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for match in re.finditer(r"^License:[ \t]*(\S[^\n]*)", text, flags=re.MULTILINE):
+        for name in re.split(r"\s+(?:or|and)\s+|,\s*", match.group(1).strip()):
+            if name and name not in names:
+                names.append(name)
+    where = f"Debian package {package}, usr/share/doc/{package}/copyright"
+    if not names:  # a free-form copyright file: the licences its text names
+        phrases = {"GPL": r"GNU General Public Licen[cs]e", "LGPL": r"GNU (?:Lesser|Library) General Public Licen[cs]e"}
+        named = [short for short, phrase in phrases.items() if re.search(phrase, " ".join(text.split()), re.I)]
+        return f"{', '.join(named)} (named in {where})" if named else f"see {where}"
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f"{shown} ({where})"
+
+
 def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", "gettext")) -> list[BitextSource]:
     """The registry sources for `lang` found under `root` (a folder where packages were unpacked)."""
     sources: list[BitextSource] = []
@@ -208,16 +260,18 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", 
                 licence = f"{freedict_licence(index)}; Debian package dict-{index.stem}"
                 sources.append(BitextSource(index.stem, licence, index, "freedict"))
     if "gettext" in kinds:
-        locale = root / "usr" / "share" / "locale"
-        folders = sorted(locale.glob(f"{lang}/LC_MESSAGES")) + sorted(locale.glob(f"{lang}_*/LC_MESSAGES"))
+        packages = mo_packages(root)
+        folders = []
+        for locale in locale_folders(root):
+            folders += sorted(locale.glob(f"{lang}/LC_MESSAGES")) + sorted(locale.glob(f"{lang}_*/LC_MESSAGES"))
         excluded = LOCALE_EXCLUDED.get(lang, ())
         for folder in folders:
             if folder.parent.name in excluded or "@" in folder.parent.name:
                 continue
             for mo in sorted(folder.glob("*.mo")):
                 name = f"gettext-{mo.stem}-{folder.parent.name}"
-                licence = f"the translated program's licence (package shipping {mo.name}; mostly GPL/LGPL)"
-                sources.append(BitextSource(name, licence, mo, "gettext"))
+                package = packages.get(mo.relative_to(root).as_posix())
+                sources.append(BitextSource(name, catalogue_licence(root, package, mo), mo, "gettext"))
         # LibreOffice's interface (libreoffice-l10n-<xx>): one catalogue per module, locale folders "es", "zh_CN".
         office = root / "usr" / "lib" / "libreoffice" / "program" / "resource"
         found = [office.glob(f"{lang}{suffix}/LC_MESSAGES") for suffix in ("", "-*", "_*")]
