@@ -58,7 +58,7 @@ BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus coreutils bash tar gettext diffutils grep sed findutils \
 	util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
-	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH)
+	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP)
 # Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: README, "Bitext
 # from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
 BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l10n darktable digikam-data \
@@ -68,13 +68,29 @@ BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l
 	gnumeric-common gparted-common grub-common hexchat-common inkscape kdenlive-data libc-l10n mate-desktop-common \
 	mutter-common nautilus-data pidgin-data plasma-workspace-data pulseaudio rhythmbox-data shotwell-common synaptic \
 	totem-common tuxpaint-data vlc-l10n
+# The GNOME, MATE, Xfce and KDE desktops' applications, more command-line tools, and names (iso-codes' languages and
+# countries, libgweather's places, kgeography's): the second batch (README, what each batch adds).
+BITEXT_DESKTOP := accountsservice ark atril-common audacious-plugins-data baobab blueman caja-common cheese-common \
+	claws-mail-i18n cryptsetup-bin deja-dup dolphin engrampa-common eog eom-common epiphany-browser-data \
+	file-roller gdm3 geary gedit-common gnome-boxes gnome-calculator gnome-characters gnome-clocks gnome-contacts \
+	gnome-disk-utility gnome-font-viewer gnome-games-app gnome-logs gnome-mahjongg gnome-mines gnome-music \
+	gnome-photos gnome-screenshot gnome-sound-recorder gnome-sudoku gnome-system-monitor gnome-text-editor \
+	gnome-tweaks gnome-weather gramps gsettings-desktop-schemas gthumb-data gucharmap gvfs-common gwenview \
+	iso-codes kate5-data kbd kgeography-data konsole konversation-data ktorrent-data kwin-data labplot-data \
+	libgtksourceview-4-common libgweather-4-common lightdm lollypop make man-db marble-data marco-common \
+	mate-applets-common mate-control-center-common mate-panel-common mate-power-manager-common \
+	mate-settings-daemon-common mate-system-monitor-common mate-terminal-common mate-utils-common mc-data \
+	minetest-data mousepad mutt nano neomutt network-manager network-manager-gnome okular orca packagekit parole \
+	pavucontrol pitivi plasma-desktop-data pluma-common polari polkitd procps quadrapassel remmina-common \
+	ristretto seahorse simple-scan sudo system-config-printer-common systemsettings thunar-data udisks2 \
+	weechat-core xfce4-panel xfce4-power-manager-data xfce4-settings xz-utils zenity-common
 BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota sotbe thot trow tsg utbs)
 
 # The stamp names the package list's version: a longer list unpacks again. The manifest maps each unpacked
 # catalogue to its package, whose copyright file gives the licence recorded in the dataset card.
-registry-bitext: .cache/registry-bitext/.unpacked-3
+registry-bitext: .cache/registry-bitext/.unpacked-4
 
-.cache/registry-bitext/.unpacked-3:
+.cache/registry-bitext/.unpacked-4:
 	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root
 	cd .cache/registry-bitext/debs && apt-get download $(BITEXT_DEBS)
 	rm -f .cache/registry-bitext/root/.mo-packages.tsv

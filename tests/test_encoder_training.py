@@ -186,3 +186,20 @@ def test_word_vectors_initialise_word_units(tmp_path):
     assert found.covered == 2
     np.testing.assert_array_equal(found.table[tokenizer.convert_tokens_to_ids("red")], [1, 2, 3])
     np.testing.assert_array_equal(found.table[tokenizer.convert_tokens_to_ids("dog")], [4, 5, 6])
+
+
+def test_init_l2_pulls_only_the_rows_copied_from_a_model(tmp_path):
+    torch.manual_seed(0)
+    model = PSPModel(PSPConfig(vocab_size=10, hidden_size=3))
+    module = TrainingEncoder(model).train()
+    configure_training_encoder(module, _args("--init-l2", "0.5"), tmp_path, resuming=False, anchored_rows=[4])
+    with torch.no_grad():
+        model.embeddings.weight[4] += 1.0  # copied from the English model: pulled back
+        model.embeddings.weight[5] += 2.0  # a random row of the new language: free
+    train_embed(module, torch.tensor([4, 5, 6, 4]), torch.tensor([0, 2]))
+    assert module.l2_penalty.item() == pytest.approx(3.0)
+    # A resumed run keeps the same rows pulled.
+    resumed = TrainingEncoder(model).train()
+    configure_training_encoder(resumed, _args("--init-l2", "0.5"), tmp_path, resuming=True)
+    train_embed(resumed, torch.tensor([4, 5, 6, 4]), torch.tensor([0, 2]))
+    assert resumed.l2_penalty.item() == pytest.approx(3.0)

@@ -37,6 +37,7 @@ class TrainingEncoder(nn.Module):
         # The papers' options (training/encoder_options.py): unit scrambling and the L2 pull (lambda_w).
         self.scramble_rate = self.init_l2 = 0.0
         self.l2_penalty: torch.Tensor | None = None
+        self.pulled_rows: torch.Tensor | None = None  # 1/0 per row of the first table: which rows the pull reaches
 
     def forward(
         self, flat_ids: torch.Tensor, offsets: torch.Tensor, project_last: int = 0

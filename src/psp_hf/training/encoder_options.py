@@ -4,8 +4,10 @@ training-time embedding with unit scrambling and the L2 pull toward the initial 
 * Scrambling (ParaNMT-50M): each training sentence has its units (words, trigrams or pieces) shuffled with
   probability `--scramble-rate`; an average does not notice, a recurrent encoder learns not to lean on order.
 * lambda_w (ICLR 2016): `--init-l2` adds `lambda_w * sum ||W_r - W0_r||^2` over the table rows `r` that the
-  step looks up (the rows the sparse optimizer updates), W0 being the table after initialisation. The initial
-  tables are kept in `training/initial_tables.safetensors`, so a resumed run pulls toward the same values.
+  step looks up (the rows the sparse optimizer updates), W0 being the table after initialisation. With
+  --init-rows-from only the rows copied from that model are pulled: the others start random, and a pull toward
+  random values would only hold back the new language's pieces. The initial tables (and the pulled rows) are kept
+  in `training/initial_tables.safetensors`, so a resumed run pulls toward the same values.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ COMBINATIONS = ("none", "add", "concat")
 NEGATIVE_SELECTIONS = ("megabatch", "max", "mix")
 UNITS_FILE = "units.json"
 INITIAL_TABLES = "initial_tables.safetensors"
+PULLED_ROWS = "pulled-rows"  # in INITIAL_TABLES: 1 for the first table's rows that --init-l2 pulls, 0 for the rest
 
 
 def _arg(help_text: str, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -67,7 +70,11 @@ class EncoderArguments:
         ),
     )
     init_l2: float = field(
-        default=0.0, metadata=_arg("lambda_w: L2 pull of the looked-up table rows toward their initial values")
+        default=0.0,
+        metadata=_arg(
+            "lambda_w: L2 pull of the looked-up table rows toward their initial values (with --init-rows-from, "
+            "only the rows copied from that model)"
+        ),
     )
 
     def plain_encoder(self) -> bool:
@@ -150,8 +157,13 @@ def model_tables(model) -> list[torch.nn.Parameter]:
     return [model.stream_table(index).weight for index in range(model.stream_count)]
 
 
-def configure_training_encoder(module, args, training_dir: Path, resuming: bool) -> None:
-    """Give a `TrainingEncoder` the scrambling rate and, with --init-l2, the initial tables (saved for resume)."""
+def configure_training_encoder(module, args, training_dir: Path, resuming: bool, anchored_rows: Any = None) -> None:
+    """Give a `TrainingEncoder` the scrambling rate and, with --init-l2, the initial tables (saved for resume).
+
+    `anchored_rows` (row ids of the first table, e.g. those --init-rows-from copied) limits the pull to those rows.
+    """
+    import torch
+
     module.scramble_rate = args.scramble_rate
     module.init_l2 = args.init_l2
     if args.init_l2 <= 0:
@@ -161,11 +173,18 @@ def configure_training_encoder(module, args, training_dir: Path, resuming: bool)
     path = training_dir / INITIAL_TABLES
     if resuming and path.is_file():
         saved = load_file(path)
-        module.initial_tables = [saved[str(index)] for index in range(len(saved))]
+        module.initial_tables = [saved[str(index)] for index in range(len(model_tables(module.model)))]
+        module.pulled_rows = saved.get(PULLED_ROWS)
         return
     module.initial_tables = [table.detach().clone() for table in model_tables(module.model)]
+    tensors = {str(i): table.cpu().contiguous() for i, table in enumerate(module.initial_tables)}
+    module.pulled_rows = None
+    if anchored_rows is not None:
+        mask = torch.zeros(module.initial_tables[0].shape[0], dtype=torch.float32)
+        mask[torch.as_tensor(anchored_rows, dtype=torch.long)] = 1.0
+        module.pulled_rows = tensors[PULLED_ROWS] = mask
     training_dir.mkdir(parents=True, exist_ok=True)
-    save_file({str(i): table.cpu().contiguous() for i, table in enumerate(module.initial_tables)}, path)
+    save_file(tensors, path)
 
 
 # ------------------------------------------------------------------------------------------ training embedding
@@ -204,7 +223,11 @@ def train_embed(module, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.
         rows = F.embedding(distinct, table.weight, sparse=table.sparse)
         initial = getattr(module, "initial_tables", None)
         if getattr(module, "init_l2", 0.0) > 0 and initial is not None:
-            penalty = penalty + (rows - initial[index].to(rows.device)[distinct]).pow(2).sum()
+            squared = (rows - initial[index].to(rows.device)[distinct]).pow(2)
+            pulled = getattr(module, "pulled_rows", None)
+            if pulled is not None and index == 0:
+                squared = squared * pulled.to(rows.device)[distinct].unsqueeze(1)
+            penalty = penalty + squared.sum()
         if module.dropout > 0:
             rows = rows[local_ids]
             keep = torch.rand(rows.shape, generator=module.generator, device=rows.device) >= module.dropout

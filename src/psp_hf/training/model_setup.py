@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .arguments import TrainingArguments
@@ -106,8 +107,9 @@ def initialise(
     pool_teacher: str | None,
     texts: Callable[[int], Iterator[str]],
     say: Callable[[str], None],
-) -> None:
-    """--init, --init-from and --piece-weights on a fresh run (every process computes the same values)."""
+) -> np.ndarray | None:
+    """--init, --init-from, --init-rows-from and --piece-weights on a fresh run (every process computes the same
+    values); returns the rows that --init-rows-from copied (None without it)."""
     if args.init_from:
         from ..initialization import set_table
 
@@ -129,9 +131,10 @@ def initialise(
             f"pieces found ({100 * found.coverage:.1f}%)"
         )
         set_table(encoder, found.table)
+    copied = None
     if args.init_rows_from:
         copied = copy_shared_rows(encoder, initial_model(args.init_rows_from))
-        say(f"copied the rows of {copied:,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
+        say(f"copied the rows of {len(copied):,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
     if args.piece_weights == "sif":
         from ..piece_weights import piece_counts, sif_weights
 
@@ -139,25 +142,24 @@ def initialise(
         with torch.no_grad():
             encoder.model.piece_weights.copy_(torch.from_numpy(sif_weights(counts)))
         say(f"SIF piece weights from {int(counts.sum())} pieces of the training text")
+    return copied
 
 
-def copy_shared_rows(encoder, source) -> int:
-    """Copy into `encoder`'s table the row of every piece `source`'s vocabulary also has; returns how many.
+def copy_shared_rows(encoder, source) -> np.ndarray:
+    """Copy into `encoder`'s table the row of every piece `source`'s vocabulary also has; returns those rows.
 
     The pieces are matched by their text, so an English model lends its rows to the English pieces of a
     vocabulary shared with another language; the other rows keep their initial values.
     """
-    import numpy as np
-
     source_vocab = source.tokenizer.get_vocab()
     pairs = [
         (row, source_vocab[piece]) for piece, row in encoder.tokenizer.get_vocab().items() if piece in source_vocab
     ]
     if not pairs:
-        return 0
+        return np.zeros(0, dtype=np.int64)
     target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
     table = source._weights()[0]
     with torch.no_grad():
         weight = encoder.model.embeddings.weight
         weight[torch.from_numpy(target_rows)] = torch.from_numpy(np.asarray(table[source_rows], dtype=np.float32))
-    return len(pairs)
+    return target_rows

@@ -304,8 +304,9 @@ class RunSetup:
         if self.distilling:
             self.pool.tokenize(encoder)
         teacher = self.pool or self.bitext_teacher
+        copied_rows = None
         if not resuming:
-            initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self._say)
+            copied_rows = initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self._say)
         if self.model.piece_weights is not None:
             # SIF weights are frequencies, not parameters: they stay as computed.
             self.model.piece_weights.requires_grad_(False)
@@ -320,7 +321,7 @@ class RunSetup:
         self.sparse = self._use_sparse()
         self.model.embeddings.sparse = self.sparse
         module = TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection, nested=self.nested)
-        configure_training_encoder(module, args, self.training_dir, resuming)
+        configure_training_encoder(module, args, self.training_dir, resuming, anchored_rows=copied_rows)
         self.encoder_module = self.accelerator.prepare(module)
         self.encoder_module.train()
         table, *others = self._trainable()
