@@ -118,3 +118,12 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     with pytest.raises(PSPInputError, match="--registry-sources 'freedict,manpages': give one or both of"):
         run(args)
     assert not (tmp_path / "out").exists()
+
+
+def test_summary_names_the_data_files_and_counts_the_registry_sources():
+    from psp_hf.languages import data_description
+
+    inputs = ["train.tsv.gz", "de-en.tsv.gz", "freedict-deu-eng.tsv", "gettext-tar-de.tsv", "libreoffice-sw-de.tsv"]
+    assert data_description(inputs) == "train.tsv.gz, de-en.tsv.gz + 3 registry sources"
+    assert data_description(["ru-en.tsv.gz", "gettext-vlc-ru.tsv"]) == "ru-en.tsv.gz + 1 registry source"
+    assert data_description(["train.tsv.gz"]) == "train.tsv.gz"

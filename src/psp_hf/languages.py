@@ -329,6 +329,16 @@ def _card(code: str, folder: Path, settings: Settings) -> dict:
     return {"card": str(model / "README.md")}
 
 
+REGISTRY_PREFIXES = ("freedict-", "gettext-", "libreoffice-")  # the file names write_source_tsvs gives sources
+
+
+def data_description(inputs: list[str]) -> str:
+    """The data folder's files by name, and how many registry sources came with them."""
+    files = [name for name in inputs if not name.startswith(REGISTRY_PREFIXES)]
+    sources = len(inputs) - len(files)
+    return ", ".join(files) + (f" + {sources} registry source{'s' if sources > 1 else ''}" if sources else "")
+
+
 def language_row(code: str, folder: Path) -> dict:
     """One summary row: data, pairs, minutes, Tatoeba, STS17, English STS."""
     prepared = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))
@@ -336,7 +346,7 @@ def language_row(code: str, folder: Path) -> dict:
     results = json.loads((folder / "eval.json").read_text(encoding="utf-8"))["results"]
     row = {
         "language": code,
-        "data": ", ".join(prepared["inputs"][:3]) + (" + registry" if len(prepared["inputs"]) > 3 else ""),
+        "data": data_description(prepared["inputs"]),
         "pairs": prepared["pairs"],
         "minutes": round((trained.get("train_seconds") or 0) / 60, 1),
         "tatoeba_error": results.get("tatoeba", {}).get(code, {}).get("error_rate"),
