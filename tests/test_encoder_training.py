@@ -192,7 +192,7 @@ def test_init_l2_pulls_only_the_rows_copied_from_a_model(tmp_path):
     torch.manual_seed(0)
     model = PSPModel(PSPConfig(vocab_size=10, hidden_size=3))
     module = TrainingEncoder(model).train()
-    configure_training_encoder(module, _args("--init-l2", "0.5"), tmp_path, resuming=False, anchored_rows=[4])
+    configure_training_encoder(module, _args("--init-l2", "0.5"), tmp_path, resuming=False, pulled_rows=[4])
     with torch.no_grad():
         model.embeddings.weight[4] += 1.0  # copied from the English model: pulled back
         model.embeddings.weight[5] += 2.0  # a random row of the new language: free

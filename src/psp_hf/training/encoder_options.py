@@ -157,10 +157,10 @@ def model_tables(model) -> list[torch.nn.Parameter]:
     return [model.stream_table(index).weight for index in range(model.stream_count)]
 
 
-def configure_training_encoder(module, args, training_dir: Path, resuming: bool, anchored_rows: Any = None) -> None:
+def configure_training_encoder(module, args, training_dir: Path, resuming: bool, pulled_rows: Any = None) -> None:
     """Give a `TrainingEncoder` the scrambling rate and, with --init-l2, the initial tables (saved for resume).
 
-    `anchored_rows` (row ids of the first table, e.g. those --init-rows-from copied) limits the pull to those rows.
+    `pulled_rows` (row ids of the first table, e.g. those --init-rows-from copied) limits the pull to those rows.
     """
     import torch
 
@@ -179,9 +179,9 @@ def configure_training_encoder(module, args, training_dir: Path, resuming: bool,
     module.initial_tables = [table.detach().clone() for table in model_tables(module.model)]
     tensors = {str(i): table.cpu().contiguous() for i, table in enumerate(module.initial_tables)}
     module.pulled_rows = None
-    if anchored_rows is not None:
+    if pulled_rows is not None:
         mask = torch.zeros(module.initial_tables[0].shape[0], dtype=torch.float32)
-        mask[torch.as_tensor(anchored_rows, dtype=torch.long)] = 1.0
+        mask[torch.as_tensor(pulled_rows, dtype=torch.long)] = 1.0
         module.pulled_rows = tensors[PULLED_ROWS] = mask
     training_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, path)

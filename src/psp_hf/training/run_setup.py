@@ -321,7 +321,7 @@ class RunSetup:
         self.sparse = self._use_sparse()
         self.model.embeddings.sparse = self.sparse
         module = TrainingEncoder(self.model, dropout=args.dropout, projection=self.projection, nested=self.nested)
-        configure_training_encoder(module, args, self.training_dir, resuming, anchored_rows=copied_rows)
+        configure_training_encoder(module, args, self.training_dir, resuming, pulled_rows=copied_rows)
         self.encoder_module = self.accelerator.prepare(module)
         self.encoder_module.train()
         table, *others = self._trainable()
