@@ -107,6 +107,13 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     assert arguments[arguments.index("--init-rows-from") + 1] == str(english)
     assert "--dim" not in arguments  # the width is the English model's
     assert "--init-rows-from" not in train_arguments("fr", tmp_path / "fr", Settings(out=tmp_path, data=tmp_path))
+    # Arabic's English rows are pulled back toward the English model; --train-args comes last, so it can undo that.
+    assert "--init-l2" not in arguments
+    arabic = train_arguments("ar", tmp_path / "ar", settings)
+    assert arabic[arabic.index("--init-l2") + 1] == "1e-5"
+    assert "--init-l2" not in train_arguments("ar", tmp_path / "ar", Settings(out=tmp_path, data=tmp_path))
+    undone = train_arguments("ar", tmp_path / "ar", Settings(**{**vars(settings), "extra": ("--init-l2", "0")}))
+    assert undone[-2:] == ["--init-l2", "0"]
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
