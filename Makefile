@@ -114,9 +114,8 @@ LANGUAGE_DIM ?= 1024
 LANGUAGE_THREADS ?= 2
 TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
 # The English model whose rows start the pieces each language shares with it (and whose width the models take):
-# `make distill`'s combined student when it has been built. It keeps English STS12-16 1.1-2.4 points below that
-# student (ar 4.6) instead of 5-11 (README, "the seven models"); without it the tables start random at
-# LANGUAGE_DIM.
+# `make distill`'s combined student when it has been built. It keeps English STS12-16 1.0-2.3 points below that
+# student instead of 5-11 (README, "the seven models"); without it the tables start random at LANGUAGE_DIM.
 ENGLISH_MODEL ?= $(patsubst %/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors))
 LANGUAGE_FLAGS ?=
 
