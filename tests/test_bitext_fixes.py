@@ -113,3 +113,16 @@ def test_label_takes_the_english_side_of_a_prepared_bitext_folder(prepared, tmp_
     sentences, vectors = TeacherCache(tmp_path / "cache").load()
     assert sorted(sentences) == sorted(english) and vectors.shape == (len(english), 6)
     assert bitext_english(tmp_path / "cache") is None
+
+
+def test_card_names_a_few_input_files_and_counts_the_rest(tmp_path):
+    from psp_hf.hub.card import LISTED_INPUTS, describe_training_data
+
+    folder = tmp_path / "data"
+    (folder / "report").mkdir(parents=True)
+    inputs = [{"path": f"/somewhere/gettext-prog{i}-ar.tsv", "pairs": 10} for i in range(LISTED_INPUTS + 5)]
+    report = {"inputs": inputs, "pairs_out": 90, "kind": "bitext", "languages": ["ar", "en"]}
+    (folder / "report" / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    text = describe_training_data(str(folder))
+    assert f"`gettext-prog{LISTED_INPUTS - 1}-ar.tsv` and 5 more files" in text
+    assert f"gettext-prog{LISTED_INPUTS}-ar.tsv" not in text and "/somewhere" not in text

@@ -82,6 +82,7 @@ _SETTING_LABELS = {
     "piece_weights": "piece weights",
     "teacher_labelled_english": "English sentences with teacher labels",
     "init_rows_from": "rows of shared pieces copied from",
+    "init_l2": "L2 pull toward the initial rows (lambda_w; only the copied rows with --init-rows-from)",
     "dev_pairs": "dev pairs held back (bitext)",
     "max_minutes": "time limit (minutes)",
 }
@@ -236,6 +237,9 @@ def _results_table(rows: list[ResultRow]) -> str:
     return "\n".join(lines)
 
 
+LISTED_INPUTS = 8  # input files named in the card's training-data line
+
+
 def describe_training_data(entries: Any) -> str:
     """The training data as a reader of the card can know it: a Hub dataset id, or what a local file or prepared
     folder holds (from `psp prepare`'s report when there is one), never the path on the training machine."""
@@ -247,7 +251,10 @@ def describe_training_data(entries: Any) -> str:
         if report_path.is_file():
             report = json.loads(report_path.read_text(encoding="utf-8"))
             read = [item for item in report.get("inputs", []) if item.get("pairs", 1)]  # not those a limit skipped
-            inputs = ", ".join(f"`{Path(item.get('path', '')).name}`" for item in read)
+            names = [f"`{Path(item.get('path', '')).name}`" for item in read]
+            inputs = ", ".join(names[:LISTED_INPUTS])
+            if len(names) > LISTED_INPUTS:  # hundreds of registry catalogues: the data folder's card lists them
+                inputs += f" and {len(names) - LISTED_INPUTS:,} more files"
             languages = "–".join(report.get("languages", []))
             described = f"{report.get('pairs_out', 0):,} {report.get('kind', '')} pairs ({languages})"
             described += f" filtered by `psp prepare {report.get('kind', '')}` from {inputs}"
