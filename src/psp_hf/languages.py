@@ -337,12 +337,11 @@ def _card(code: str, folder: Path, settings: Settings) -> dict:
     return {"card": str(model / "README.md")}
 
 
-REGISTRY_PREFIXES = ("freedict-", "gettext-", "libreoffice-")  # the file names write_source_tsvs gives sources
-
-
 def data_description(inputs: list[str]) -> str:
     """The data folder's files by name, and how many registry sources came with them."""
-    files = [name for name in inputs if not name.startswith(REGISTRY_PREFIXES)]
+    from .data.registry_bitext import SOURCE_PREFIXES
+
+    files = [name for name in inputs if not name.startswith(SOURCE_PREFIXES)]
     sources = len(inputs) - len(files)
     return ", ".join(files) + (f" + {sources} registry source{'s' if sources > 1 else ''}" if sources else "")
 

@@ -16,6 +16,7 @@ registry-bitext`), parsed with Python alone (no dictd, no gettext tools).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import re
@@ -199,6 +200,9 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------------------- sources
+# The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
+# written for them keep: a list of input files tells registry sources from the rest by these.
+SOURCE_PREFIXES = ("freedict-", "gettext-", "libreoffice-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -222,10 +226,17 @@ def mo_packages(root: Path) -> dict[str, str]:
 
 
 def catalogue_licence(root: Path, package: str | None, mo: Path) -> str:
-    """A catalogue's licence line: the licences its package's copyright file names (machine-readable ones), or a
-    pointer to that file; without a known package, the general case."""
+    """A catalogue's licence line: its package's (see `package_licence`); without a known package, the general
+    case."""
     if package is None:
         return f"the translated program's licence (package shipping {mo.name}; mostly GPL/LGPL)"
+    return package_licence(root, package)
+
+
+@functools.lru_cache(maxsize=1024)
+def package_licence(root: Path, package: str) -> str:
+    """The licences a package's copyright file names (machine-readable ones), or a pointer to that file. Cached: a
+    package may ship a hundred catalogues a language (plasma-workspace-data)."""
     docs = root / "usr" / "share" / "doc" / package
     if docs.is_symlink() and not docs.exists():
         # A package of a family (wesnoth-1.16-httt) points its docs at the family's main package, not unpacked.
@@ -243,7 +254,8 @@ def catalogue_licence(root: Path, package: str | None, mo: Path) -> str:
     where = f"Debian package {package}, usr/share/doc/{package}/copyright"
     if not names:  # a free-form copyright file: the licences its text names
         phrases = {"GPL": r"GNU General Public Licen[cs]e", "LGPL": r"GNU (?:Lesser|Library) General Public Licen[cs]e"}
-        named = [short for short, phrase in phrases.items() if re.search(phrase, " ".join(text.split()), re.I)]
+        folded = " ".join(text.split())
+        named = [short for short, phrase in phrases.items() if re.search(phrase, folded, re.I)]
         return f"{', '.join(named)} (named in {where})" if named else f"see {where}"
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
     return f"{shown} ({where})"

@@ -112,6 +112,10 @@ def _chunk_name(number: int) -> str:
     return f"chunk-{number:06d}.parquet"
 
 
+def _chunk_number(path: Path) -> int:
+    return int(path.stem.split("-")[1])
+
+
 class TeacherCache:
     """A folder of teacher embeddings keyed by sentence; see the module docstring for the layout."""
 
@@ -225,7 +229,7 @@ class TeacherCache:
         if not todo:
             return 0
         # Length-sorted chunks keep padding small inside the teacher's batches.
-        next_index = 1 + max((int(p.stem.split("-")[1]) for p in self.chunk_files()), default=-1)
+        next_index = 1 + max((_chunk_number(path) for path in self.chunk_files()), default=-1)
         if show_progress_bar is None:
             show_progress_bar = sys.stderr.isatty()
         from tqdm.auto import tqdm
@@ -242,7 +246,7 @@ class TeacherCache:
                 self._write_meta(name, embeddings.shape[1], backend)
             self._check_meta(name, embeddings.shape[1], backend)
             written = self._write_chunk(next_index, chunk, embeddings)
-            next_index = int(written.stem.split("-")[1]) + 1
+            next_index = _chunk_number(written) + 1
             bar.update(len(chunk))
         bar.close()
         return len(todo)
