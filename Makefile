@@ -58,7 +58,8 @@ BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus coreutils bash tar gettext diffutils grep sed findutils \
 	util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
-	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP)
+	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP) \
+	$(BITEXT_APERTIUM)
 # Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: README, "Bitext
 # from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
 BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l10n darktable digikam-data \
@@ -84,13 +85,17 @@ BITEXT_DESKTOP := accountsservice ark atril-common audacious-plugins-data baobab
 	pavucontrol pitivi plasma-desktop-data pluma-common polari polkitd procps quadrapassel remmina-common \
 	ristretto seahorse simple-scan sudo system-config-printer-common systemsettings thunar-data udisks2 \
 	weechat-core xfce4-panel xfce4-power-manager-data xfce4-settings xz-utils zenity-common
+# Apertium, the rule-based translator, with its English-Spanish and French-Spanish data and the libraries its
+# programs need (the system's ICU and libxml2 serve them): registry text translated into es and fr (README).
+BITEXT_APERTIUM := apertium apertium-eng-spa apertium-fr-es apertium-lex-tools lttoolbox liblttoolbox3 libapertium3 \
+	libapertium-lex-tools1 libirstlm1
 BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota sotbe thot trow tsg utbs)
 
 # The stamp names the package list's version: a longer list unpacks again. The manifest maps each unpacked
 # catalogue to its package, whose copyright file gives the licence recorded in the dataset card.
-registry-bitext: .cache/registry-bitext/.unpacked-4
+registry-bitext: .cache/registry-bitext/.unpacked-5
 
-.cache/registry-bitext/.unpacked-4:
+.cache/registry-bitext/.unpacked-5:
 	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root
 	cd .cache/registry-bitext/debs && apt-get download $(BITEXT_DEBS)
 	rm -f .cache/registry-bitext/root/.mo-packages.tsv
@@ -119,7 +124,7 @@ TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
 ENGLISH_MODEL ?= $(patsubst %/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors))
 LANGUAGE_FLAGS ?=
 
-languages: venv registry-bitext
+languages: venv registry-bitext registry-text
 	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" --out $(LANGUAGES_DIR) \
 		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --epochs $(LANGUAGE_EPOCHS) \
 		--dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) \

@@ -122,7 +122,7 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     with pytest.raises(PSPInputError, match="--init-rows-from .*p-sp-en: not a model folder"):
         run(args)
     args.registry_sources = "freedict,manpages"
-    with pytest.raises(PSPInputError, match="--registry-sources 'freedict,manpages': give one or both of"):
+    with pytest.raises(PSPInputError, match="--registry-sources 'freedict,manpages': give one or more of"):
         run(args)
     assert not (tmp_path / "out").exists()
 

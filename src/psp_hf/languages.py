@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .data.registry_bitext import SOURCE_KINDS
 from .data_folder import data_dir
 from .errors import PSPInputError
 from .io import atomic_path
@@ -43,7 +44,7 @@ BITEXT = {
 }
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
-REGISTRY_SOURCES = ("freedict", "gettext")
+REGISTRY_SOURCES = SOURCE_KINDS
 STEPS = ("prepare", "label", "train", "evaluate", "card")
 # Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
 TATOEBA_MARGIN_K = 4
@@ -94,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--registry-sources",
         default=",".join(REGISTRY_SOURCES),
-        help="which registry sources: freedict, gettext or both (default), comma-separated",
+        help="which registry sources, comma-separated (default: all of freedict, gettext, apertium)",
     )
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)
-        raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or both of {known}")
+        raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
     if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     out = Path(args.out)
@@ -198,9 +199,13 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     try:
         registry = []
         if settings.registry:
+            from .data.apertium import APERTIUM_MODES
             from .data.registry_bitext import LOCAL_ROOT, bitext_sources, write_source_tsvs
 
             sources = bitext_sources(code, LOCAL_ROOT, settings.registry_sources)
+            translated = any(source.kind == "apertium" for source in sources)
+            if "apertium" in settings.registry_sources and code in APERTIUM_MODES and not translated:
+                _say(code, "no Apertium translations: unpack Apertium and the English text first (make languages)")
             registry = write_source_tsvs(sources, code, staging, settings.registry_limit)
         report = prepare_bitext(
             [*inputs, *registry],

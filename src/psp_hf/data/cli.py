@@ -206,7 +206,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     registry.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     registry.add_argument("--root", default=None, help="where the packages were unpacked (default .cache/...)")
     registry.add_argument(
-        "--sources", type=_languages, default=["freedict", "gettext"], help="freedict,gettext (default both)"
+        "--sources",
+        type=_languages,
+        default=["freedict", "gettext", "apertium"],
+        help="freedict,gettext,apertium (default all)",
     )
     registry.add_argument(
         "--per-source-limit",

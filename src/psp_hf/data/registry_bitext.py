@@ -1,4 +1,5 @@
-"""X–English pairs that Debian packages ship: FreeDict dictionaries and translated gettext message catalogues.
+"""X–English pairs that Debian packages ship: FreeDict dictionaries, translated gettext message catalogues, and
+English registry text translated by Apertium.
 
 * freedict: the FreeDict dictionaries (`dict-freedict-deu-eng`, `dict-freedict-eng-rus`, ...), in dictd format
   (`.index` + `.dict.dz` under usr/share/dictd): each headword paired with each of its first translations, in
@@ -9,9 +10,12 @@
   English message (msgid) paired with its translation (msgstr). Messages that are only format directives,
   untranslated, or without a word are dropped. The translations carry their programs' licences, read from each
   package's copyright file when the unpacking recorded which package shipped the catalogue.
+* apertium (es, fr): WordNet's glosses and the fortune files (registry_text) translated by Apertium, the
+  rule-based translator Debian ships with its English–Spanish and French–Spanish data (see apertium.py).
 
 Files are read under a root where the packages were unpacked (``apt-get download`` + ``dpkg -x``; `make
-registry-bitext`), parsed with Python alone (no dictd, no gettext tools).
+registry-bitext`), parsed with Python alone (no dictd, no gettext tools); only the translations run programs,
+the unpacked Apertium ones.
 """
 
 from __future__ import annotations
@@ -27,11 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PSPInputError
+from .pool import CorpusSource
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
 FREEDICT_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "zho"}
 # Simplified Chinese only for zh: Tatoeba's cmn and STS have no traditional script side to match.
 LOCALE_EXCLUDED = {"zh": ("zh_TW", "zh_HK")}
+# English registry text (registry_text) that Apertium translates: definitions and usage examples, and the
+# fortune files' sayings and dialogue; the two dictionaries of jokes and jargon are left out.
+APERTIUM_TEXT = ("wordnet-glosses", "fortunes")
 MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _SKIP_LINE = re.compile(r"^(see|synonyms?|antonyms?|notes?|also|related)\s*:", re.IGNORECASE)
@@ -45,16 +53,30 @@ _FORMAT = re.compile(
 
 @dataclass
 class BitextSource:
-    """Pairs of one registry source for one language: name, licence line, and a reader of (xx, en) pairs."""
+    """Pairs of one registry source for one language: name, licence line, and a reader of (xx, en) pairs.
+
+    An "apertium" source is English registry text (`english`) translated into `lang` by the Apertium programs
+    unpacked under `path`."""
 
     name: str
     license: str
     path: Path
-    kind: str  # "freedict" or "gettext"
+    kind: str  # "freedict", "gettext" or "apertium"
+    lang: str = ""
+    english: CorpusSource | None = None
 
-    def pairs(self) -> Iterator[tuple[str, str]]:
-        """The (xx, en) pairs, in file order."""
-        if self.kind == "freedict":
+    def pairs(self, limit: int | None = None) -> Iterator[tuple[str, str]]:
+        """The (xx, en) pairs, in file order. `limit`: a translated source translates only that many English
+        sentences, drawn evenly (other sources are sampled by `limited_pairs` once read)."""
+        if self.kind == "apertium":
+            from .apertium import translate
+
+            assert self.english is not None
+            sentences = even_sample(
+                list(self.english.sentences()), limit, self.english.name
+            )  # the same for each language
+            yield from translate(sentences, self.lang, self.path)
+        elif self.kind == "freedict":
             english_first = self.path.name.startswith("freedict-eng-")
             for headword, translation in dictd_pairs(self.path):
                 yield (translation, headword) if english_first else (headword, translation)
@@ -202,7 +224,8 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_PREFIXES = ("freedict-", "gettext-", "libreoffice-")
+SOURCE_KINDS = ("freedict", "gettext", "apertium")
+SOURCE_PREFIXES = ("freedict-", "gettext-", "libreoffice-", "apertium-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -261,7 +284,7 @@ def package_licence(root: Path, package: str) -> str:
     return f"{shown} ({where})"
 
 
-def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", "gettext")) -> list[BitextSource]:
+def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS) -> list[BitextSource]:
     """The registry sources for `lang` found under `root` (a folder where packages were unpacked)."""
     sources: list[BitextSource] = []
     code = FREEDICT_CODES.get(lang, lang)
@@ -293,6 +316,28 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = ("freedict", 
             for mo in sorted(folder.glob("*.mo")):
                 licence = "MPL-2.0 (LibreOffice's translations); Debian package libreoffice-l10n-" + lang
                 sources.append(BitextSource(f"libreoffice-{mo.stem}-{folder.parent.name}", licence, mo, "gettext"))
+    if "apertium" in kinds:
+        sources += apertium_sources(lang, root)
+    return sources
+
+
+def apertium_sources(lang: str, root: Path, text_root: Path | None = None) -> list[BitextSource]:
+    """English registry text (`APERTIUM_TEXT`, found under `text_root`) translated into `lang` by the Apertium
+    programs unpacked under `root`; none when Debian has no translation into `lang` or nothing is unpacked."""
+    from .apertium import APERTIUM_DATA_PACKAGES, APERTIUM_MODES, available
+    from .registry_text import registry_sources
+
+    if not available(lang, root):
+        return []
+    steps = APERTIUM_MODES[lang]
+    tools = "; ".join(
+        f"{APERTIUM_DATA_PACKAGES[step]}: {package_licence(root, APERTIUM_DATA_PACKAGES[step])}" for step in steps
+    )
+    sources = []
+    for text in registry_sources(text_root):
+        if text.name in APERTIUM_TEXT:
+            licence = f"English text: {text.license}; translated by Apertium ({' then '.join(steps)}; {tools})"
+            sources.append(BitextSource(f"apertium-{text.name}-{lang}", licence, root, "apertium", lang, text))
     return sources
 
 
@@ -304,7 +349,7 @@ def prepare_registry_bitext(
     lang: str,
     out,
     root: str | None = None,
-    kinds: tuple[str, ...] = ("freedict", "gettext"),
+    kinds: tuple[str, ...] = SOURCE_KINDS,
     per_source_limit: int | None = None,
     max_tokens: int = 60,
     langid: bool = True,
@@ -347,13 +392,17 @@ def limited_pairs(source: BitextSource, limit: int | None) -> list[tuple[str, st
 
     A dictionary's pairs come in headword order, so its first `limit` would be the words of a few letters only.
     """
-    pairs = list(source.pairs())
-    if limit is None or len(pairs) <= limit:
-        return pairs
+    return even_sample(list(source.pairs(limit)), limit, source.name)
+
+
+def even_sample(items: list, limit: int | None, name: str) -> list:
+    """`limit` of `items` drawn evenly over all of them, in their order, seeded by `name`; all when fewer."""
+    if limit is None or len(items) <= limit:
+        return items
     import numpy as np
 
-    rng = np.random.default_rng(zlib.crc32(source.name.encode()))
-    return [pairs[index] for index in np.sort(rng.choice(len(pairs), size=limit, replace=False))]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    return [items[index] for index in np.sort(rng.choice(len(items), size=limit, replace=False))]
 
 
 def write_source_tsvs(sources: list[BitextSource], lang: str, folder: Path, limit: int | None = None) -> list[Path]:
