@@ -26,7 +26,7 @@ APERTIUM_MODES = {"es": ("eng-spa",), "fr": ("eng-spa", "es-fr")}
 # Packages whose data the modes read; their copyright files give the licence of the translations' source code.
 APERTIUM_DATA_PACKAGES = {"eng-spa": "apertium-eng-spa", "es-fr": "apertium-fr-es"}
 MAX_UNKNOWN_SHARE = 0.25
-CHUNK_LINES = 20_000  # lines per pipeline run: large enough that starting the eight programs costs little
+CHUNK_LINES = 20_000  # lines per pipeline run: enough that starting a mode's ten or so programs costs little
 _MARK = re.compile(r"(?<!\w)[*@#](?=\w)")
 
 

@@ -71,10 +71,10 @@ class BitextSource:
         if self.kind == "apertium":
             from .apertium import translate
 
-            assert self.english is not None
-            sentences = even_sample(
-                list(self.english.sentences()), limit, self.english.name
-            )  # the same for each language
+            if self.english is None:
+                raise ValueError(f"{self.name}: an apertium source needs the English text it translates")
+            # Seeded by the English source's name: es and fr translate the same sentences, labelled once.
+            sentences = even_sample(list(self.english.sentences()), limit, self.english.name)
             yield from translate(sentences, self.lang, self.path)
         elif self.kind == "freedict":
             english_first = self.path.name.startswith("freedict-eng-")
