@@ -17,6 +17,7 @@ from psp_hf.data.registry_bitext import (
     freedict_licence,
     message_text,
     mo_pairs,
+    mueller_pairs,
     prepare_registry_bitext,
     read_mo,
 )
@@ -237,3 +238,33 @@ def test_game_catalogues_are_found_and_licences_come_from_the_packages(tmp_path)
     assert sources["gettext-synaptic-es"].license.startswith("GPL (named in Debian package synaptic")
     assert "Debian package wesnoth-1.16-data" in sources["gettext-wesnoth-httt-es"].license
     assert "mostly GPL/LGPL" in sources["gettext-tar-es"].license  # no manifest line: the general case
+
+
+MUELLER = [
+    ("_refl.", "_refl.\n   reflexive (pronoun) употребляется с возвратным местоимением\n"),
+    (
+        "tired",
+        "tired\n   _I  [taɪɜd]\n      1. _p-p. от tire III\n      2. _a. усталый, утомлённый; пресыщенный; tired out"
+        " измученный,\n      изнурённый; I am tired to the bone я устал как собака\n",
+    ),  # fmt: skip
+    ("house", "house\n   1. _n. [haʊs]\n      1) дом; жилище\n      4) палата; H. of Lords палата\n      лордов\n"),
+    ("cornerboy", "cornerboy\n   [kɘ:nɜbɘɪ] _ирл. = cornerman 2\n"),
+]
+
+
+def test_mueller_reader_gives_translations_and_usage_examples(tmp_path):
+    index = write_dictd(tmp_path / "root" / "usr" / "share" / "dictd", "mueller7", MUELLER)
+    assert list(mueller_pairs(index)) == [
+        ("усталый", "tired"),
+        ("утомлённый", "tired"),
+        ("пресыщенный", "tired"),
+        ("измученный, изнурённый", "tired out"),
+        ("я устал как собака", "I am tired to the bone"),  # wrapped lines joined, the example kept whole
+        ("дом", "house"),
+        ("жилище", "house"),
+        ("палата", "house"),
+        ("палата лордов", "house of Lords"),  # "H." stands for the headword
+    ]  # the abbreviation entry, the pointer "от tire III" and the cross-reference give nothing
+    (source,) = bitext_sources("ru", tmp_path / "root", ("mueller",))
+    assert source.name == "mueller7-ru" and source.license.startswith("GPL-2+")
+    assert bitext_sources("de", tmp_path / "root", ("mueller",)) == []

@@ -10,6 +10,8 @@ English registry text translated by Apertium.
   English message (msgid) paired with its translation (msgstr). Messages that are only format directives,
   untranslated, or without a word are dropped. The translations carry their programs' licences, read from each
   package's copyright file when the unpacking recorded which package shipped the catalogue.
+* mueller (ru): V. K. Mueller's English–Russian dictionary (`mueller7-dict`, dictd format, GPL-2+): headwords
+  with their first translations and the entries' usage examples with theirs.
 * apertium (es, fr): WordNet's glosses and the fortune files (registry_text) translated by Apertium, the
   rule-based translator Debian ships with its English–Spanish and French–Spanish data (see apertium.py).
 
@@ -61,7 +63,7 @@ class BitextSource:
     name: str
     license: str
     path: Path
-    kind: str  # "freedict", "gettext" or "apertium"
+    kind: str  # "freedict", "mueller", "gettext" or "apertium"
     lang: str = ""
     english: CorpusSource | None = None
 
@@ -76,6 +78,8 @@ class BitextSource:
             # Seeded by the English source's name: es and fr translate the same sentences, labelled once.
             sentences = even_sample(list(self.english.sentences()), limit, self.english.name)
             yield from translate(sentences, self.lang, self.path)
+        elif self.kind == "mueller":
+            yield from mueller_pairs(self.path)
         elif self.kind == "freedict":
             english_first = self.path.name.startswith("freedict-eng-")
             for headword, translation in dictd_pairs(self.path):
@@ -146,6 +150,48 @@ def dictd_pairs(index: Path) -> Iterator[tuple[str, str]]:
         for translation in translations:
             yield head, translation
         yield from examples
+
+
+# Mueller's English–Russian dictionary (mueller7-dict): an entry is the headword, a transcription in brackets, and
+# numbered senses whose Russian translations are separated by commas and whose usage examples follow them, each an
+# English phrase and its Russian translation ("tired ... усталый, утомлённый; I am tired to the bone я устал как
+# собака"). Labels start with an underscore (_n., _разг.); a capital letter and a dot stand for the headword.
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_MUELLER_MARKUP = re.compile(r"\[[^\]]*\]|\([^)]*\)|_[^\s.,;]+\.?")
+_SENSE_NUMBER = re.compile(r"(?<![\w-])\d+[.)]")  # "1)", "10)колледж", "2." (homonyms' _I, _II are labels)
+
+
+def mueller_entry_pairs(headword: str, entry: str) -> Iterator[tuple[str, str]]:
+    """(Russian, English) pairs of one Mueller entry: the headword with its first `MAX_TRANSLATIONS` translations,
+    and each usage example with its translation. Cross-references (no Russian) give nothing."""
+    body = " ".join(entry.splitlines()[1:])
+    body = _SENSE_NUMBER.sub(";", _MUELLER_MARKUP.sub(" ", body))
+    translations: list[str] = []
+    for part in re.split(r"[;:]", body):
+        part = " ".join(part.split()).strip(" ,.~=")
+        first_russian = _CYRILLIC.search(part)
+        if not first_russian:
+            continue
+        english, russian = part[: first_russian.start()].strip(" ,.-"), part[first_russian.start() :].strip(" ,.")
+        if _LATIN.search(russian):  # "от tire III": a pointer to another entry, not a translation
+            continue
+        if english:
+            english = re.sub(r"\b[A-Z]\.", headword, english)  # "H. of Commons" -> "house of Commons"
+            yield russian, english
+            continue
+        for word in russian.split(","):
+            word = word.strip()
+            if word and word not in translations and len(translations) < MAX_TRANSLATIONS:
+                translations.append(word)
+                yield word, headword
+
+
+def mueller_pairs(index: Path) -> Iterator[tuple[str, str]]:
+    """(Russian, English) pairs of the Mueller dictionary (dictd `.index` + `.dict.dz`)."""
+    for headword, entry in dictd_entries(index):
+        if not headword.startswith("_"):  # the dictionary's own abbreviations (_refl., _ирл.)
+            yield from mueller_entry_pairs(headword, entry)
 
 
 def freedict_licence(index: Path) -> str:
@@ -224,8 +270,8 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_KINDS = ("freedict", "gettext", "apertium")
-SOURCE_PREFIXES = ("freedict-", "gettext-", "libreoffice-", "apertium-")
+SOURCE_KINDS = ("freedict", "mueller", "gettext", "apertium")
+SOURCE_PREFIXES = ("freedict-", "mueller7-", "gettext-", "libreoffice-", "apertium-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -294,6 +340,10 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
             if index.is_file():
                 licence = f"{freedict_licence(index)}; Debian package dict-{index.stem}"
                 sources.append(BitextSource(index.stem, licence, index, "freedict"))
+    mueller = dictd / "mueller7.index"
+    if "mueller" in kinds and lang == "ru" and mueller.is_file():
+        licence = "GPL-2+ (S. Starostin, E. S. Cymbalyuk); Debian package mueller7-dict (its copyright file)"
+        sources.append(BitextSource("mueller7-ru", licence, mueller, "mueller"))
     if "gettext" in kinds:
         packages = mo_packages(root)
         folders = []
