@@ -56,7 +56,7 @@ registry-text: .cache/registry-text/.unpacked
 # .cache/registry-bitext/root. FreeDict has no Chinese-English dictionary in Debian; zh gets the zh_CN catalogues.
 BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
-	dict-freedict-eng-tur dict-freedict-eng-rus mueller7-dict coreutils bash tar gettext diffutils grep sed findutils \
+	dict-freedict-eng-tur dict-freedict-eng-rus mueller7-dict unicode-data coreutils bash tar gettext diffutils grep sed findutils \
 	util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
 	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP) \
 	$(BITEXT_APERTIUM)

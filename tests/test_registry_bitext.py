@@ -20,6 +20,7 @@ from psp_hf.data.registry_bitext import (
     mueller_pairs,
     prepare_registry_bitext,
     read_mo,
+    unihan_pairs,
 )
 from psp_hf.errors import PSPInputError
 
@@ -268,3 +269,34 @@ def test_mueller_reader_gives_translations_and_usage_examples(tmp_path):
     (source,) = bitext_sources("ru", tmp_path / "root", ("mueller",))
     assert source.name == "mueller7-ru" and source.license.startswith("GPL-2+")
     assert bitext_sources("de", tmp_path / "root", ("mueller",)) == []
+
+
+def test_unihan_reader_gives_the_first_senses_of_main_block_characters(tmp_path):
+    import bz2
+
+    readings = tmp_path / "root" / "usr" / "share" / "unicode" / "Unihan_Readings.txt.bz2"
+    readings.parent.mkdir(parents=True)
+    lines = [
+        "# Unihan_Readings.txt",
+        "U+6C34\tkMandarin\tshuǐ",
+        "U+6C34\tkDefinition\twater, liquid, lotion, juice",
+        "U+8D70\tkDefinition\t(same as 赱) walk; go on foot; run",
+        "U+4E01\tkDefinition\tsurname; male adult; robust",  # the name sense is skipped
+        "U+3400\tkDefinition\t(same as 丘) hillock",  # outside the main block
+    ]
+    readings.write_bytes(bz2.compress(("\n".join(lines) + "\n").encode()))
+    assert list(unihan_pairs(readings)) == [
+        ("水", "water"),
+        ("水", "liquid"),
+        ("水", "lotion"),
+        ("走", "walk"),
+        ("走", "go on foot"),
+        ("走", "run"),
+        ("丁", "male adult"),
+        ("丁", "robust"),
+    ]
+    (source,) = bitext_sources("zh", tmp_path / "root", ("unihan",))
+    assert source.name == "unihan-zh" and source.license.startswith("Unicode License")
+    readings.write_bytes(bz2.compress(b"U+6C34\tkDefinition\n"))
+    with pytest.raises(PSPInputError, match=r"Unihan_Readings\.txt\.bz2:1: expected code point"):
+        list(unihan_pairs(readings))

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--registry-sources",
         default=",".join(REGISTRY_SOURCES),
-        help="which registry sources, comma-separated (default: all of freedict, gettext, apertium)",
+        help="which registry sources, comma-separated (default: all of freedict, mueller, unihan, gettext, apertium)",
     )
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")

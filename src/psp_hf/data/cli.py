@@ -208,8 +208,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     registry.add_argument(
         "--sources",
         type=_languages,
-        default=["freedict", "gettext", "apertium"],
-        help="freedict,gettext,apertium (default all)",
+        default=["freedict", "mueller", "unihan", "gettext", "apertium"],
+        help="freedict,mueller,unihan,gettext,apertium (default all)",
     )
     registry.add_argument(
         "--per-source-limit",

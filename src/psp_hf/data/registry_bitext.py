@@ -12,6 +12,8 @@ English registry text translated by Apertium.
   package's copyright file when the unpacking recorded which package shipped the catalogue.
 * mueller (ru): V. K. Mueller's English–Russian dictionary (`mueller7-dict`, dictd format, GPL-2+): headwords
   with their first translations and the entries' usage examples with theirs.
+* unihan (zh): the Unihan database's English senses of the main block's CJK characters (`unicode-data`, Unicode
+  License): each character with its first senses.
 * apertium (es, fr): WordNet's glosses and the fortune files (registry_text) translated by Apertium, the
   rule-based translator Debian ships with its English–Spanish and French–Spanish data (see apertium.py).
 
@@ -63,7 +65,7 @@ class BitextSource:
     name: str
     license: str
     path: Path
-    kind: str  # "freedict", "mueller", "gettext" or "apertium"
+    kind: str  # "freedict", "mueller", "unihan", "gettext" or "apertium"
     lang: str = ""
     english: CorpusSource | None = None
 
@@ -78,6 +80,8 @@ class BitextSource:
             # Seeded by the English source's name: es and fr translate the same sentences, labelled once.
             sentences = even_sample(list(self.english.sentences()), limit, self.english.name)
             yield from translate(sentences, self.lang, self.path)
+        elif self.kind == "unihan":
+            yield from unihan_pairs(self.path)
         elif self.kind == "mueller":
             yield from mueller_pairs(self.path)
         elif self.kind == "freedict":
@@ -194,6 +198,39 @@ def mueller_pairs(index: Path) -> Iterator[tuple[str, str]]:
             yield from mueller_entry_pairs(headword, entry)
 
 
+# The Unihan database (unicode-data): kDefinition gives a CJK character's English senses ("to walk slowly; to
+# stroll"); only the characters of the main CJK block (U+4E00-U+9FFF) are kept, where the common ones are.
+UNIHAN_BLOCK = (0x4E00, 0x9FFF)
+_UNIHAN_SKIP = re.compile(r"^(surname|variant|same as|radical|used in|phonetic|interchangeable)\b", re.IGNORECASE)
+
+
+def unihan_pairs(readings: Path) -> Iterator[tuple[str, str]]:
+    """(character, English sense) pairs of Unihan's kDefinition field (Unihan_Readings.txt, bzip2 or plain), the
+    first `MAX_TRANSLATIONS` senses of each character of `UNIHAN_BLOCK`; names and cross-references are skipped."""
+    import bz2
+
+    opener = bz2.open if readings.suffix == ".bz2" else open
+    with opener(readings, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.startswith("U+"):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 3:
+                raise PSPInputError(f"{readings}:{number}: expected code point, field and value separated by tabs")
+            if fields[1] != "kDefinition":
+                continue
+            code = int(fields[0][2:], 16)
+            if not UNIHAN_BLOCK[0] <= code <= UNIHAN_BLOCK[1]:
+                continue
+            senses = []
+            for sense in re.split(r"[;,]", re.sub(r"\([^)]*\)", " ", fields[2])):
+                sense = " ".join(sense.split())
+                if sense and not _UNIHAN_SKIP.match(sense) and sense not in senses:
+                    senses.append(sense)
+            for sense in senses[:MAX_TRANSLATIONS]:
+                yield chr(code), sense
+
+
 def freedict_licence(index: Path) -> str:
     """The licence lines of a FreeDict dictionary's own notice (its `00-database-info` entry), shortened."""
     for _headword, entry in _info_entries(index):
@@ -270,8 +307,8 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_KINDS = ("freedict", "mueller", "gettext", "apertium")
-SOURCE_PREFIXES = ("freedict-", "mueller7-", "gettext-", "libreoffice-", "apertium-")
+SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "apertium")
+SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "gettext-", "libreoffice-", "apertium-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -344,6 +381,12 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
     if "mueller" in kinds and lang == "ru" and mueller.is_file():
         licence = "GPL-2+ (S. Starostin, E. S. Cymbalyuk); Debian package mueller7-dict (its copyright file)"
         sources.append(BitextSource("mueller7-ru", licence, mueller, "mueller"))
+    unihan = root / "usr" / "share" / "unicode" / "Unihan_Readings.txt.bz2"
+    if "unihan" in kinds and lang == "zh" and unihan.is_file():
+        licence = (
+            "Unicode License (Unihan database, https://www.unicode.org/copyright.html); Debian package unicode-data"
+        )
+        sources.append(BitextSource("unihan-zh", licence, unihan, "unihan"))
     if "gettext" in kinds:
         packages = mo_packages(root)
         folders = []
