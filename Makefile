@@ -51,9 +51,10 @@ registry-text: .cache/registry-text/.unpacked
 	for deb in .cache/registry-text/debs/*.deb; do dpkg -x $$deb .cache/registry-text/root; done
 	touch $@
 
-# X-English pairs from Debian packages (issue 13): FreeDict dictionaries and the translated gettext catalogues of
-# common programs, unpacked without installing; `psp prepare registry-bitext --lang xx` reads them from
-# .cache/registry-bitext/root. FreeDict has no Chinese-English dictionary in Debian; zh gets the zh_CN catalogues.
+# X-English pairs from Debian packages (issue 13): FreeDict dictionaries (and Mueller's English-Russian one) and the
+# translated gettext catalogues of common programs, unpacked without installing; `psp prepare registry-bitext --lang
+# xx` reads them from .cache/registry-bitext/root. Debian has no Chinese-English dictionary; zh gets the zh_CN
+# catalogues and the English senses of CJK characters in the Unihan database (unicode-data).
 BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus mueller7-dict unicode-data coreutils bash tar gettext diffutils grep sed findutils \
