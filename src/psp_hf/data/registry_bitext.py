@@ -181,7 +181,7 @@ def mueller_entry_pairs(headword: str, entry: str) -> Iterator[tuple[str, str]]:
         if _LATIN.search(russian):  # "от tire III": a pointer to another entry, not a translation
             continue
         if english:
-            english = re.sub(r"\b[A-Z]\.", headword, english)  # "H. of Commons" -> "house of Commons"
+            english = re.sub(r"\b[A-Z]\.", lambda _: headword, english)  # "H. of Commons" -> "house of Commons"
             yield russian, english
             continue
         for word in russian.split(","):
@@ -215,7 +215,7 @@ def unihan_pairs(readings: Path) -> Iterator[tuple[str, str]]:
             if not line.startswith("U+"):
                 continue
             fields = line.rstrip("\n").split("\t")
-            if len(fields) != 3:
+            if len(fields) != 3 or not re.fullmatch(r"U\+[0-9A-F]{4,6}", fields[0]):
                 raise PSPInputError(f"{readings}:{number}: expected code point, field and value separated by tabs")
             if fields[1] != "kDefinition":
                 continue
