@@ -10,18 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data.registry_bitext import (
-    bitext_sources,
-    dictd_number,
-    dictd_pairs,
-    freedict_licence,
-    message_text,
-    mo_pairs,
-    mueller_pairs,
-    prepare_registry_bitext,
-    read_mo,
-    unihan_pairs,
-)
+from psp_hf.data.dictionaries import dictd_number, dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
+from psp_hf.data.registry_bitext import bitext_sources, message_text, mo_pairs, prepare_registry_bitext, read_mo
 from psp_hf.errors import PSPInputError
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

@@ -26,7 +26,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.registry_bitext import SOURCE_KINDS
+from .data.apertium import APERTIUM_MODES
+from .data.registry_bitext import (
+    LOCAL_ROOT,
+    SOURCE_KINDS,
+    SOURCE_PREFIXES,
+    add_licences,
+    bitext_sources,
+    write_source_tsvs,
+)
 from .data_folder import data_dir
 from .errors import PSPInputError
 from .io import atomic_path
@@ -95,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--registry-sources",
         default=",".join(REGISTRY_SOURCES),
-        help="which registry sources, comma-separated (default: all of freedict, mueller, unihan, gettext, apertium)",
+        help=f"which registry sources, comma-separated (default: all of {', '.join(REGISTRY_SOURCES)})",
     )
     parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -199,9 +207,6 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     try:
         registry = []
         if settings.registry:
-            from .data.apertium import APERTIUM_MODES
-            from .data.registry_bitext import LOCAL_ROOT, bitext_sources, write_source_tsvs
-
             sources = bitext_sources(code, LOCAL_ROOT, settings.registry_sources)
             translated = any(source.kind == "apertium" for source in sources)
             if "apertium" in settings.registry_sources and code in APERTIUM_MODES and not translated:
@@ -219,8 +224,6 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if registry:
-        from .data.registry_bitext import add_licences
-
         report["sources"] = {source.name: {"license": source.license, "kind": source.kind} for source in sources}
         add_licences(folder / "data", report)
     return {"pairs": report["pairs_out"], "inputs": [Path(item["path"]).name for item in report["inputs"]]}
@@ -344,8 +347,6 @@ def _card(code: str, folder: Path, settings: Settings) -> dict:
 
 def data_description(inputs: list[str]) -> str:
     """The data folder's files by name, and how many registry sources came with them."""
-    from .data.registry_bitext import SOURCE_PREFIXES
-
     files = [name for name in inputs if not name.startswith(SOURCE_PREFIXES)]
     sources = len(inputs) - len(files)
     return ", ".join(files) + (f" + {sources} registry source{'s' if sources > 1 else ''}" if sources else "")

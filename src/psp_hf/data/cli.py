@@ -208,7 +208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     registry.add_argument(
         "--sources",
         type=_languages,
-        default=["freedict", "mueller", "unihan", "gettext", "apertium"],
+        default=None,
         help="freedict,mueller,unihan,gettext,apertium (default all)",
     )
     registry.add_argument(

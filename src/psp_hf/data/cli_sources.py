@@ -190,14 +190,14 @@ def _run_mine_pairs(args: argparse.Namespace) -> int:
 
 def _run_registry_bitext(args: argparse.Namespace) -> int:
     from .checks import check_output_folder
-    from .registry_bitext import prepare_registry_bitext
+    from .registry_bitext import SOURCE_KINDS, prepare_registry_bitext
 
     check_output_folder(Path(args.out), args.overwrite)
     report = prepare_registry_bitext(
         args.lang,
         args.out,
         root=args.root,
-        kinds=tuple(args.sources),
+        kinds=tuple(args.sources) if args.sources else SOURCE_KINDS,
         per_source_limit=args.per_source_limit,
         langid=args.langid,
         overwrite=args.overwrite,

@@ -1,5 +1,6 @@
-"""X–English pairs that Debian packages ship: FreeDict dictionaries, translated gettext message catalogues, and
-English registry text translated by Apertium.
+"""X–English pairs that Debian packages ship: bilingual dictionaries, translated gettext message catalogues, and
+English registry text translated by Apertium. The dictionaries' readers are in dictionaries.py, the translator's
+pipeline in apertium.py; this module finds the sources, reads the catalogues and writes the prepared folder.
 
 * freedict: the FreeDict dictionaries (`dict-freedict-deu-eng`, `dict-freedict-eng-rus`, ...), in dictd format
   (`.index` + `.dict.dz` under usr/share/dictd): each headword paired with each of its first translations, in
@@ -25,7 +26,6 @@ the unpacked Apertium ones.
 from __future__ import annotations
 
 import functools
-import gzip
 import os
 import re
 import struct
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PSPInputError
+from .dictionaries import dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
 from .pool import CorpusSource
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
@@ -44,11 +45,6 @@ LOCALE_EXCLUDED = {"zh": ("zh_TW", "zh_HK")}
 # English registry text (registry_text) that Apertium translates: definitions and usage examples, and the
 # fortune files' sayings and dialogue; the two dictionaries of jokes and jargon are left out.
 APERTIUM_TEXT = ("wordnet-glosses", "fortunes")
-MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
-_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_SKIP_LINE = re.compile(r"^(see|synonyms?|antonyms?|notes?|also|related)\s*:", re.IGNORECASE)
-_EXAMPLE = re.compile(r'^"(.+)"\s+-\s+(.+)$')  # '"A-Dur"  - A major': a phrase of the headword's language
-_MARKUP = re.compile(r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|/[^/\n]*/|\([^)]*\)")
 _FORMAT = re.compile(
     r"%[A-Z][A-Z_]+\b|"  # LibreOffice's named placeholders (%PRODUCTNAME), not a printf %P followed by letters
     r"%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[a-zA-Z%]|%\([^)]*\)[a-z]|\{[^}]*\}"
@@ -90,169 +86,6 @@ class BitextSource:
                 yield (translation, headword) if english_first else (headword, translation)
         else:
             yield from mo_pairs(self.path)
-
-
-# ----------------------------------------------------------------------------------------------- dictd
-def dictd_number(text: str) -> int:
-    """A dictd index number (offset or length): base64 digits, most significant first."""
-    value = 0
-    for char in text:
-        value = value * 64 + _B64.index(char)
-    return value
-
-
-def dictd_entries(index: Path) -> Iterator[tuple[str, str]]:
-    """(headword, entry text) of a dictd dictionary: `index` (.index) and the `.dict.dz` (or `.dict`) beside it."""
-    data_path = index.with_suffix(".dict.dz")
-    if not data_path.is_file():
-        data_path = index.with_suffix(".dict")
-    opener = gzip.open if data_path.suffix == ".dz" else open
-    with opener(data_path, "rb") as handle:
-        data = handle.read()
-    with open(index, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3:
-                raise PSPInputError(f"{index}:{number}: expected headword, offset, length separated by tabs")
-            headword = fields[0]
-            if headword.startswith(("00-database", "00database")) or not headword.strip():  # the notice
-                continue
-            start, length = dictd_number(fields[1]), dictd_number(fields[2])
-            yield headword, data[start : start + length].decode("utf-8", errors="replace")
-
-
-def entry_translations(entry: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """The translations of one FreeDict dictd entry (the lines after the headword line, markup removed) and its
-    example phrases as (phrase, translation) pairs, each translation its first alternative."""
-    found: list[str] = []
-    examples: list[tuple[str, str]] = []
-    for line in entry.splitlines()[1:]:
-        line = line.strip()
-        if not line or _SKIP_LINE.match(line):
-            continue
-        example = _EXAMPLE.match(line)
-        if example:
-            phrase = " ".join(_MARKUP.sub(" ", example.group(1)).split())
-            translation = " ".join(re.split(r"[,;]", _MARKUP.sub(" ", example.group(2)))[0].split())
-            if phrase and translation:
-                examples.append((phrase, translation))
-            continue
-        line = re.sub(r"^\d+\.\s*", "", line)
-        for part in re.split(r"[,;]", _MARKUP.sub(" ", line)):
-            part = " ".join(part.split())
-            if part and part not in found:
-                found.append(part)
-    return found[:MAX_TRANSLATIONS], examples
-
-
-def dictd_pairs(index: Path) -> Iterator[tuple[str, str]]:
-    """(headword language, other language) pairs of a FreeDict dictionary: headword and translation, and the
-    entry's example phrases with theirs."""
-    for headword, entry in dictd_entries(index):
-        head = " ".join(_MARKUP.sub(" ", headword).split())
-        translations, examples = entry_translations(entry)
-        for translation in translations:
-            yield head, translation
-        yield from examples
-
-
-# Mueller's English–Russian dictionary (mueller7-dict): an entry is the headword, a transcription in brackets, and
-# numbered senses whose Russian translations are separated by commas and whose usage examples follow them, each an
-# English phrase and its Russian translation ("tired ... усталый, утомлённый; I am tired to the bone я устал как
-# собака"). Labels start with an underscore (_n., _разг.); a capital letter and a dot stand for the headword.
-_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
-_LATIN = re.compile(r"[A-Za-z]")
-_MUELLER_MARKUP = re.compile(r"\[[^\]]*\]|\([^)]*\)|_[^\s.,;]+\.?")
-_SENSE_NUMBER = re.compile(r"(?<![\w-])\d+[.)]")  # "1)", "10)колледж", "2." (homonyms' _I, _II are labels)
-
-
-def mueller_entry_pairs(headword: str, entry: str) -> Iterator[tuple[str, str]]:
-    """(Russian, English) pairs of one Mueller entry: the headword with its first `MAX_TRANSLATIONS` translations,
-    and each usage example with its translation. Cross-references (no Russian) give nothing."""
-    body = " ".join(entry.splitlines()[1:])
-    body = _SENSE_NUMBER.sub(";", _MUELLER_MARKUP.sub(" ", body))
-    translations: list[str] = []
-    for part in re.split(r"[;:]", body):
-        part = " ".join(part.split()).strip(" ,.~=")
-        first_russian = _CYRILLIC.search(part)
-        if not first_russian:
-            continue
-        english, russian = part[: first_russian.start()].strip(" ,.-"), part[first_russian.start() :].strip(" ,.")
-        if _LATIN.search(russian):  # "от tire III": a pointer to another entry, not a translation
-            continue
-        if english:
-            english = re.sub(r"\b[A-Z]\.", lambda _: headword, english)  # "H. of Commons" -> "house of Commons"
-            yield russian, english
-            continue
-        for word in russian.split(","):
-            word = word.strip()
-            if word and word not in translations and len(translations) < MAX_TRANSLATIONS:
-                translations.append(word)
-                yield word, headword
-
-
-def mueller_pairs(index: Path) -> Iterator[tuple[str, str]]:
-    """(Russian, English) pairs of the Mueller dictionary (dictd `.index` + `.dict.dz`)."""
-    for headword, entry in dictd_entries(index):
-        if not headword.startswith("_"):  # the dictionary's own abbreviations (_refl., _ирл.)
-            yield from mueller_entry_pairs(headword, entry)
-
-
-# The Unihan database (unicode-data): kDefinition gives a CJK character's English senses ("to walk slowly; to
-# stroll"); only the characters of the main CJK block (U+4E00-U+9FFF) are kept, where the common ones are.
-UNIHAN_BLOCK = (0x4E00, 0x9FFF)
-_UNIHAN_SKIP = re.compile(r"^(surname|variant|same as|radical|used in|phonetic|interchangeable)\b", re.IGNORECASE)
-
-
-def unihan_pairs(readings: Path) -> Iterator[tuple[str, str]]:
-    """(character, English sense) pairs of Unihan's kDefinition field (Unihan_Readings.txt, bzip2 or plain), the
-    first `MAX_TRANSLATIONS` senses of each character of `UNIHAN_BLOCK`; names and cross-references are skipped."""
-    import bz2
-
-    opener = bz2.open if readings.suffix == ".bz2" else open
-    with opener(readings, "rt", encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.startswith("U+"):
-                continue
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 3 or not re.fullmatch(r"U\+[0-9A-F]{4,6}", fields[0]):
-                raise PSPInputError(f"{readings}:{number}: expected code point, field and value separated by tabs")
-            if fields[1] != "kDefinition":
-                continue
-            code = int(fields[0][2:], 16)
-            if not UNIHAN_BLOCK[0] <= code <= UNIHAN_BLOCK[1]:
-                continue
-            senses = []
-            for sense in re.split(r"[;,]", re.sub(r"\([^)]*\)", " ", fields[2])):
-                sense = " ".join(sense.split())
-                if sense and not _UNIHAN_SKIP.match(sense) and sense not in senses:
-                    senses.append(sense)
-            for sense in senses[:MAX_TRANSLATIONS]:
-                yield chr(code), sense
-
-
-def freedict_licence(index: Path) -> str:
-    """The licence lines of a FreeDict dictionary's own notice (its `00-database-info` entry), shortened."""
-    for _headword, entry in _info_entries(index):
-        text = " ".join(entry.split())
-        match = re.search(
-            r"(GNU [^()]*?License(?:,? (?:version|ver\.) ?[\d.]*\d(?: \(\w+\))?)?(?: and any later version)?)", text
-        )
-        if match:
-            return match.group(1)[:200]
-    return "see the Debian package's copyright file"
-
-
-def _info_entries(index: Path) -> Iterator[tuple[str, str]]:
-    data_path = index.with_suffix(".dict.dz")
-    with gzip.open(data_path, "rb") as handle:
-        data = handle.read()
-    with open(index, encoding="utf-8") as lines:
-        for line in lines:
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) >= 3 and fields[0] in ("00-database-info", "00databaseinfo"):
-                start, length = dictd_number(fields[1]), dictd_number(fields[2])
-                yield fields[0], data[start : start + length].decode("utf-8", errors="replace")
 
 
 # ----------------------------------------------------------------------------------------------- gettext
@@ -414,9 +247,10 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
     return sources
 
 
-def apertium_sources(lang: str, root: Path, text_root: Path | None = None) -> list[BitextSource]:
-    """English registry text (`APERTIUM_TEXT`, found under `text_root`) translated into `lang` by the Apertium
-    programs unpacked under `root`; none when Debian has no translation into `lang` or nothing is unpacked."""
+def apertium_sources(lang: str, root: Path) -> list[BitextSource]:
+    """English registry text (`APERTIUM_TEXT`, found where `registry_text.registry_root` looks) translated into
+    `lang` by the Apertium programs unpacked under `root`; none when Debian has no translation into `lang` or
+    nothing is unpacked."""
     from .apertium import APERTIUM_DATA_PACKAGES, APERTIUM_MODES, available
     from .registry_text import registry_sources
 
@@ -427,7 +261,7 @@ def apertium_sources(lang: str, root: Path, text_root: Path | None = None) -> li
         f"{APERTIUM_DATA_PACKAGES[step]}: {package_licence(root, APERTIUM_DATA_PACKAGES[step])}" for step in steps
     )
     sources = []
-    for text in registry_sources(text_root):
+    for text in registry_sources():
         if text.name in APERTIUM_TEXT:
             licence = f"English text: {text.license}; translated by Apertium ({' then '.join(steps)}; {tools})"
             sources.append(BitextSource(f"apertium-{text.name}-{lang}", licence, root, "apertium", lang, text))
