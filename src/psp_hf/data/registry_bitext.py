@@ -15,6 +15,8 @@ pipeline in apertium.py; this module finds the sources, reads the catalogues and
   with their first translations and the entries' usage examples with theirs.
 * unihan (zh): the Unihan database's English senses of the main block's CJK characters (`unicode-data`, Unicode
   License): each character with its first senses.
+* bible (es): the Reina-Valera of 1909 and the World English Bible, verse by verse (`sword-text-sparv`,
+  `sword-text-web`, public domain; see bible.py).
 * apertium (es, fr): WordNet's glosses and the fortune files (registry_text) translated by Apertium, the
   rule-based translator Debian ships with its English–Spanish and French–Spanish data (see apertium.py).
 
@@ -61,7 +63,7 @@ class BitextSource:
     name: str
     license: str
     path: Path
-    kind: str  # "freedict", "mueller", "unihan", "gettext" or "apertium"
+    kind: str  # one of SOURCE_KINDS
     lang: str = ""
     english: CorpusSource | None = None
 
@@ -76,6 +78,10 @@ class BitextSource:
             # Seeded by the English source's name: es and fr translate the same sentences, labelled once.
             sentences = even_sample(list(self.english.sentences()), limit, self.english.name)
             yield from translate(sentences, self.lang, self.path)
+        elif self.kind == "bible":
+            from .bible import verse_pairs
+
+            yield from verse_pairs(self.path, self.lang)
         elif self.kind == "unihan":
             yield from unihan_pairs(self.path)
         elif self.kind == "mueller":
@@ -140,8 +146,8 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "apertium")
-SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "gettext-", "libreoffice-", "apertium-")
+SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "bible", "apertium")
+SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "gettext-", "libreoffice-", "bible-", "apertium-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -242,9 +248,24 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
             for mo in sorted(folder.glob("*.mo")):
                 licence = "MPL-2.0 (LibreOffice's translations); Debian package libreoffice-l10n-" + lang
                 sources.append(BitextSource(f"libreoffice-{mo.stem}-{folder.parent.name}", licence, mo, "gettext"))
+    if "bible" in kinds:
+        sources += bible_sources(lang, root)
     if "apertium" in kinds:
         sources += apertium_sources(lang, root)
     return sources
+
+
+def bible_sources(lang: str, root: Path) -> list[BitextSource]:
+    """The verse-aligned Bible source of `lang` (bible.py) when its modules are unpacked under `root`."""
+    from . import bible
+
+    if not bible.available(root, lang):
+        return []
+    licence = "; ".join(
+        f"{module}: {bible.module_licence(root, module)} (Debian package {package})"
+        for module, package in ((bible.MODULES[lang], bible.PACKAGES[lang]), (bible.ENGLISH_MODULE, "sword-text-web"))
+    )
+    return [BitextSource(f"bible-{lang}", licence, root, "bible", lang)]
 
 
 def apertium_sources(lang: str, root: Path) -> list[BitextSource]:
