@@ -55,13 +55,14 @@ registry-text: .cache/registry-text/.unpacked
 # translated gettext catalogues of common programs, unpacked without installing; `psp prepare registry-bitext --lang
 # xx` reads them from .cache/registry-bitext/root. Debian has no Chinese-English dictionary; zh gets the zh_CN
 # catalogues and the English senses of CJK characters in the Unihan database (unicode-data). The two public-domain
-# SWORD Bibles (Spanish Reina-Valera 1909, World English Bible) give verse pairs for es, and through Apertium for fr.
+# SWORD Bibles (Spanish Reina-Valera 1909, World English Bible) give verse pairs for es; LibreOffice's help pages
+# (HTML, a package a language) paragraph pairs for all but ar, which has no help package.
 BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus mueller7-dict unicode-data coreutils bash tar gettext diffutils grep sed findutils \
 	sword-text-sparv sword-text-web util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
 	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP) \
-	$(BITEXT_APERTIUM)
+	$(BITEXT_APERTIUM) $(addprefix libreoffice-help-,en-us de es fr ru tr zh-cn)
 # Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: README, "Bitext
 # from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
 BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l10n darktable digikam-data \
@@ -95,9 +96,9 @@ BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota 
 
 # The stamp names the package list's version: a longer list unpacks again. The manifest maps each unpacked
 # catalogue to its package, whose copyright file gives the licence recorded in the dataset card.
-registry-bitext: .cache/registry-bitext/.unpacked-6
+registry-bitext: .cache/registry-bitext/.unpacked-7
 
-.cache/registry-bitext/.unpacked-6:
+.cache/registry-bitext/.unpacked-7:
 	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root
 	cd .cache/registry-bitext/debs && apt-get download $(BITEXT_DEBS)
 	rm -f .cache/registry-bitext/root/.mo-packages.tsv

@@ -209,7 +209,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sources",
         type=_languages,
         default=None,
-        help="freedict,mueller,unihan,gettext,bible,apertium (default all)",
+        help="freedict,mueller,unihan,gettext,help,bible,apertium (default all)",
     )
     registry.add_argument(
         "--per-source-limit",

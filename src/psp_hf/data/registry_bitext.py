@@ -15,6 +15,8 @@ pipeline in apertium.py; this module finds the sources, reads the catalogues and
   with their first translations and the entries' usage examples with theirs.
 * unihan (zh): the Unihan database's English senses of the main block's CJK characters (`unicode-data`, Unicode
   License): each character with its first senses.
+* help (de, es, fr, ru, tr, zh): LibreOffice's help pages, each paragraph beside the English one with its identifier
+  (`libreoffice-help-<xx>`, MPL-2.0; see help_pages.py).
 * bible (es): the Reina-Valera of 1909 and the World English Bible, verse by verse (`sword-text-sparv`,
   `sword-text-web`, public domain; see bible.py).
 * apertium (es, fr): WordNet's glosses and the fortune files (registry_text) translated by Apertium, the
@@ -78,6 +80,10 @@ class BitextSource:
             # Seeded by the English source's name: es and fr translate the same sentences, labelled once.
             sentences = even_sample(list(self.english.sentences()), limit, self.english.name)
             yield from translate(sentences, self.lang, self.path)
+        elif self.kind == "help":
+            from .help_pages import help_pairs
+
+            yield from help_pairs(self.path, self.lang)
         elif self.kind == "bible":
             from .bible import verse_pairs
 
@@ -146,7 +152,7 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "bible", "apertium")
+SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "help", "bible", "apertium")
 SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "gettext-", "libreoffice-", "bible-", "apertium-")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
@@ -248,11 +254,23 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
             for mo in sorted(folder.glob("*.mo")):
                 licence = "MPL-2.0 (LibreOffice's translations); Debian package libreoffice-l10n-" + lang
                 sources.append(BitextSource(f"libreoffice-{mo.stem}-{folder.parent.name}", licence, mo, "gettext"))
+    if "help" in kinds:
+        sources += help_sources(lang, root)
     if "bible" in kinds:
         sources += bible_sources(lang, root)
     if "apertium" in kinds:
         sources += apertium_sources(lang, root)
     return sources
+
+
+def help_sources(lang: str, root: Path) -> list[BitextSource]:
+    """LibreOffice's help pages in `lang` beside the English ones (help_pages.py) when both are unpacked."""
+    from . import help_pages
+
+    if not help_pages.available(root, lang):
+        return []
+    licence = f"MPL-2.0 (LibreOffice's help); Debian packages {help_pages.help_package(lang)}, libreoffice-help-en-us"
+    return [BitextSource(f"libreoffice-help-{lang}", licence, root, "help", lang)]
 
 
 def bible_sources(lang: str, root: Path) -> list[BitextSource]:
