@@ -2,8 +2,7 @@
 
 Debian packages two public-domain Bibles in SWORD's compressed format: the Spanish Reina-Valera of 1909
 (`sword-text-sparv`) and the World English Bible (`sword-text-web`). A verse of one and the same verse of the
-other are translations of one text, so the pair is natural Spanish beside natural English (31,077 verses), and
-Apertium's Spanish–French data turns the Spanish side into French.
+other are translations of one text, so the pair is natural Spanish beside natural English (31,077 verses).
 
 A zText module (SWORD's `zverse` layout) is three files per testament: `.bzz`, zlib-compressed blocks of text;
 `.bzs`, one (offset, size, uncompressed size) record of three little-endian uint32 per block; `.bzv`, one
@@ -25,6 +24,7 @@ from pathlib import Path
 from ..errors import PSPInputError
 
 ENGLISH_MODULE = "engWEB2015eb"
+ENGLISH_PACKAGE = "sword-text-web"
 # Modules of other languages that Debian ships, by the language of their `Lang=` line.
 MODULES = {"es": "spaRV1909eb"}
 PACKAGES = {"es": "sword-text-sparv"}

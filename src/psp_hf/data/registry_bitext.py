@@ -279,9 +279,9 @@ def bible_sources(lang: str, root: Path) -> list[BitextSource]:
 
     if not bible.available(root, lang):
         return []
+    modules = ((bible.MODULES[lang], bible.PACKAGES[lang]), (bible.ENGLISH_MODULE, bible.ENGLISH_PACKAGE))
     licence = "; ".join(
-        f"{module}: {bible.module_licence(root, module)} (Debian package {package})"
-        for module, package in ((bible.MODULES[lang], bible.PACKAGES[lang]), (bible.ENGLISH_MODULE, "sword-text-web"))
+        f"{module}: {bible.module_licence(root, module)} (Debian package {package})" for module, package in modules
     )
     return [BitextSource(f"bible-{lang}", licence, root, "bible", lang)]
 
