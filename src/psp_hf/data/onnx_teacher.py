@@ -96,14 +96,17 @@ def first_feed_forward_output(model) -> list[str]:
     ]
 
 
-def _quantize(source: Path, target: Path) -> None:
+def _quantize(source: Path, target: Path, keep_fp32: Sequence[str] | None = None) -> None:
+    """int8 weights for every matrix product of `source` but the nodes named in `keep_fp32` (default: the first
+    layer's feed-forward output, see `first_feed_forward_output`)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # The first layer's feed-forward output stays fp32: quantising its input (that layer's GELU activations) on
-    # the fly is what costs the labels most, and keeping this one product exact brings them, and a student
-    # distilled from them, much closer to the fp32 teacher's for about a tenth of the speed (measured in the README).
-    keep_fp32 = first_feed_forward_output(onnx.load(os.fspath(source), load_external_data=False))
+    if keep_fp32 is None:
+        # Quantising that product's input (the first layer's GELU activations) on the fly is what costs the labels
+        # most; keeping it exact brings them, and a student distilled from them, much closer to the fp32 teacher's
+        # for about an eighth of the speed (`bench/int8_variants.py`, README).
+        keep_fp32 = first_feed_forward_output(onnx.load(os.fspath(source), load_external_data=False))
     # quantize_dynamic logs a generic "consider pre-processing" advice on the root logger for every model.
     root = logging.getLogger()
     level = root.level
@@ -115,7 +118,7 @@ def _quantize(source: Path, target: Path) -> None:
                 os.fspath(tmp),
                 weight_type=QuantType.QInt8,
                 per_channel=True,
-                nodes_to_exclude=keep_fp32,
+                nodes_to_exclude=list(keep_fp32),
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         finally:
