@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
-# Two-letter code -> the help's locale folder and its Debian package.
+# Two-letter code -> the help's locale folder (the Debian package's name follows from it: `help_package`).
 HELP_LOCALES = {"de": "de", "es": "es", "fr": "fr", "ru": "ru", "tr": "tr", "zh": "zh-CN"}
 ENGLISH_LOCALE = "en-US"
 _TEXT_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "td", "li"}
@@ -23,10 +23,12 @@ _ID = re.compile(r"(?:par|hd)_id")
 
 
 def help_folder(root: Path, locale: str) -> Path:
+    """Where the help of `locale` (`en-US`, `zh-CN`, ...) lies under an unpacked root."""
     return root / "usr" / "share" / "libreoffice" / "help" / locale
 
 
 def help_package(lang: str) -> str:
+    """The Debian package of the help in `lang` (a key of `HELP_LOCALES`)."""
     return f"libreoffice-help-{HELP_LOCALES[lang].lower()}"
 
 
