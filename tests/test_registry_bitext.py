@@ -206,6 +206,8 @@ def test_game_catalogues_are_found_and_licences_come_from_the_packages(tmp_path)
     write_mo(system / "tar.mo", [(b"Archive", b"Archivo")])
     games = root / "usr" / "share" / "games" / "wesnoth" / "1.16" / "locale" / "es" / "LC_MESSAGES"
     write_mo(games / "wesnoth-httt.mo", [(b"We must flee!", b"\xc2\xa1Debemos huir!")])
+    widelands = root / "usr" / "share" / "games" / "widelands" / "data" / "locale" / "es" / "LC_MESSAGES"
+    write_mo(widelands / "tribes.mo", [(b"Builds ferries.", b"Construye transbordadores.")])
     docs = root / "usr" / "share" / "doc"
     (docs / "vlc-l10n").mkdir(parents=True)
     (docs / "vlc-l10n" / "copyright").write_text(
@@ -221,8 +223,15 @@ def test_game_catalogues_are_found_and_licences_come_from_the_packages(tmp_path)
         encoding="utf-8",
     )
     sources = {source.name: source for source in bitext_sources("es", root)}
-    assert sorted(sources) == ["gettext-synaptic-es", "gettext-tar-es", "gettext-vlc-es", "gettext-wesnoth-httt-es"]
+    assert sorted(sources) == [
+        "gettext-synaptic-es",
+        "gettext-tar-es",
+        "gettext-tribes-es",
+        "gettext-vlc-es",
+        "gettext-wesnoth-httt-es",
+    ]
     assert list(sources["gettext-wesnoth-httt-es"].pairs()) == [("¡Debemos huir!", "We must flee!")]
+    assert list(sources["gettext-tribes-es"].pairs()) == [("Construye transbordadores.", "Builds ferries.")]
     assert sources["gettext-vlc-es"].license == (
         "GPL-2+, LGPL-2.1+ (Debian package vlc-l10n, usr/share/doc/vlc-l10n/copyright)"
     )

@@ -159,7 +159,8 @@ MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpa
 
 def locale_folders(root: Path) -> list[Path]:
     """The gettext locale trees under `root`: the system one, and those that games keep beside their data
-    (Wesnoth's campaigns: usr/share/games/wesnoth/<version>/locale)."""
+    (usr/share/games/<game>/<folder>/locale: Wesnoth's campaigns under `wesnoth/1.16/locale`, and the same
+    layout elsewhere, such as Widelands' `widelands/data/locale`)."""
     return [root / "usr" / "share" / "locale", *sorted(root.glob("usr/share/games/*/*/locale"))]
 
 
