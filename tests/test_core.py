@@ -15,7 +15,7 @@ import torch
 import psp_hf
 from psp_hf import PSPConfig, PSPEncoder, PSPModel
 from psp_hf.modeling import apply_unknown_rule
-from psp_hf.tokenizer import SPM_FILENAME, strip_optional_marks, train_tokenizer
+from psp_hf.tokenizer import SPM_FILENAME, split_arabic_article, strip_optional_marks, train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",
@@ -106,6 +106,24 @@ def test_arabic_optional_marks_are_removed_in_training_and_tokenizing(tmp_path):
     assert tokenizer(marked)["input_ids"] == tokenizer(plain)["input_ids"]
     assert not any("\u0651" in piece or "\u0640" in piece for piece in tokenizer.get_vocab())
     assert strip_optional_marks("يربّح") == "يربح" and strip_optional_marks("A man") == "A man"
+
+
+def test_arabic_article_is_split_from_its_word_in_training_and_tokenizing():
+    # "the money", "money" and "and the money" must share the word's piece; words that only begin with the
+    # article's letters and are short (التي "which", الى "to") stay whole, and other scripts are untouched.
+    corpus = ["المال مال", "والمال لنا", "بالمال التي", "الى الكتاب", "للكتاب كتاب", "a man"] * 30
+    tokenizer = train_tokenizer(corpus, vocab_size=40)
+    assert tokenizer.tokenize("المال") == ["▁ال", "▁مال"]
+    assert tokenizer.tokenize("والمال")[-1] == "▁مال" and tokenizer.tokenize("مال") == ["▁مال"]
+    assert tokenizer.tokenize("للكتاب")[-1] == "▁كتاب" == tokenizer.tokenize("الكتاب")[-1]
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    for text in ("من المال.", "وبالكتاب الالتزام", "لليلى التي", "ألمال", "the almanac", "x المال"):
+        assert normalizer.normalize_str(text) == split_arabic_article(text)
+    assert split_arabic_article("من المال.") == "من ال مال." and split_arabic_article("a man") == "a man"
+    assert split_arabic_article("التي الى") == "التي الى"
+    # A vocabulary without Arabic keeps the shorter normalizer (the rules cost tokenizing speed).
+    english = train_tokenizer(["a man walks a dog", "two men walk"] * 30, vocab_size=30).backend_tokenizer
+    assert english.normalizer.normalize_str("من المال") == "من المال"
 
 
 def test_train_tokenizer_rejects_empty_input():

@@ -3,7 +3,9 @@
 Lowercasing is part of the converted tokenizer's normalizer, so every loader (psp, AutoTokenizer,
 sentence-transformers) lowercases the same way. So is the removal of Arabic's optional marks (harakat, shadda,
 sukun, superscript alef, tatweel): Arabic writes them only now and then, so without this the marked and the bare
-spelling of one word would be different pieces.
+spelling of one word would be different pieces. And so is the split of Arabic's definite article (with the
+conjunctions and prepositions written onto it: وال, بال, لل, ...) from the word it starts, so that "المال" (the
+money), "مال" and "ومال" share the piece of the word instead of each being a piece of its own.
 """
 
 from __future__ import annotations
@@ -25,11 +27,25 @@ SPM_FILENAME = "sentencepiece.model"
 # Arabic's optional marks: fathatan..sukun and the other combining marks up to U+065F, superscript alef, tatweel.
 OPTIONAL_MARKS = "[\u064b-\u065f\u0670\u0640]"
 _OPTIONAL_MARKS = re.compile(OPTIONAL_MARKS)
+# The definite article and what is written onto it, longest first. Each is split off only at a word's start and
+# only before three more Arabic letters, so short words that merely begin with these letters (الى, التي) stay whole.
+ARTICLE_PREFIXES = ("وبال", "وال", "فال", "بال", "كال", "لل", "ال")
+ARTICLE_SPLITS = tuple((f"(?<!\\S){prefix}(?=[\u0621-\u064a]{{3}})", f"{prefix} ") for prefix in ARTICLE_PREFIXES)
+_ARTICLE_SPLITS = tuple((re.compile(pattern), replacement) for pattern, replacement in ARTICLE_SPLITS)
+_ARABIC_LETTER = re.compile("[\u0621-\u064a]")
 
 
 def strip_optional_marks(text: str) -> str:
     """`text` without Arabic's optional marks, as the tokenizer's normalizer removes them."""
     return _OPTIONAL_MARKS.sub("", text)
+
+
+def split_arabic_article(text: str) -> str:
+    """`text` with the Arabic definite article split from the words it starts, as the tokenizer's normalizer does
+    (one rule after another, each over the whole text)."""
+    for pattern, replacement in _ARTICLE_SPLITS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lowercase: bool) -> Iterator[str]:
@@ -43,7 +59,7 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lower
             if line:
                 line = strip_optional_marks(line)
                 if line.strip():
-                    yield line.lower() if lowercase else line
+                    yield split_arabic_article(line.lower() if lowercase else line)
 
 
 def _read_lines(path: Path) -> Iterator[str]:
@@ -116,6 +132,10 @@ def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowe
         def normalizer(self, proto):
             steps = [normalizers.Lowercase()] if lowercase else []
             steps.append(normalizers.Replace(Regex(OPTIONAL_MARKS), ""))
+            # Only a vocabulary with Arabic pieces gets the article's rules: they would cost every other language's
+            # tokenizing a fifth of its speed for nothing.
+            if any(_ARABIC_LETTER.search(piece.piece) for piece in proto.pieces):
+                steps += [normalizers.Replace(Regex(pattern), replacement) for pattern, replacement in ARTICLE_SPLITS]
             if proto.normalizer_spec.precompiled_charsmap:
                 steps.append(normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap))
             steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]
@@ -185,6 +205,7 @@ __all__ = [
     "UNK_ID",
     "UNK_PIECE",
     "fast_tokenizer_from_sentencepiece",
+    "split_arabic_article",
     "strip_optional_marks",
     "train_sentencepiece",
     "train_tokenizer",
