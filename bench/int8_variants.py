@@ -20,10 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-# Variant -> which products stay fp32, by the names transformers' BERT-like exports give them.
+# Variant -> which products stay fp32, by the names transformers' BERT-like exports give them; None is the
+# package's own choice (`first_feed_forward_output`, what `psp prepare label` quantises with).
 VARIANTS = {
     "all-int8": lambda name: False,
-    "first-ffn-output": lambda name: "/layer.0/output/dense/" in name,
+    "first-ffn-output": None,
     "first-ffn": lambda name: "/layer.0/" in name and ("/intermediate/" in name or "/layer.0/output/dense/" in name),
     "first-layer": lambda name: "/layer.0/" in name,
     "every-ffn-output": lambda name: "/output/dense/" in name and "/attention/" not in name,
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnx
 
-    from psp_hf.data.onnx_teacher import OnnxTeacher, _quantize, _teacher_parts
+    from psp_hf.data.onnx_teacher import OnnxTeacher, _quantize, _teacher_parts, first_feed_forward_output
     from psp_hf.data.pool import read_corpus
     from psp_hf.data.teacher_labels import load_teacher, teacher_name
 
@@ -51,19 +52,22 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = OnnxTeacher.from_sentence_transformer(
         teacher, reference_dir, quantize=False, threads=args.threads, name=teacher_name(None)
     )
-    products = [
-        node.name for node in onnx.load(str(reference_dir / "model.onnx")).graph.node if node.op_type == "MatMul"
-    ]
+    exported = onnx.load(str(reference_dir / "model.onnx"))
+    products = [node.name for node in exported.graph.node if node.op_type == "MatMul"]
+    left_out = {
+        variant: first_feed_forward_output(exported) if keep is None else [name for name in products if keep(name)]
+        for variant, keep in VARIANTS.items()
+    }
     reference = fp32.encode(sentences)
     _, tokenizer, mode, normalize, max_length = _teacher_parts(teacher)
     models = {}
-    for variant, keep in VARIANTS.items():
+    for variant, names in left_out.items():
         folder = Path(args.out) / variant / "onnx"
         folder.mkdir(parents=True, exist_ok=True)
         for name in ("model.onnx", "teacher.json"):
             shutil.copyfile(reference_dir / name, folder / name)
         if not (folder / "model-int8.onnx").is_file():
-            _quantize(reference_dir / "model.onnx", folder / "model-int8.onnx", [n for n in products if keep(n)])
+            _quantize(reference_dir / "model.onnx", folder / "model-int8.onnx", names)
         models[variant] = OnnxTeacher(
             folder / "model-int8.onnx", tokenizer, mode, normalize, max_length, threads=args.threads
         )
@@ -81,12 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(sentences):,} pool sentences, {args.threads} thread(s), {args.passes} pass(es)")
     print("\n| variant | MatMul nodes left out | cosine to fp32 (mean / min) | sentences/s | vs all-int8 |")
     print("|---|---|---|---|---|")
-    for variant, keep in VARIANTS.items():
-        kept = sum(keep(name) for name in products)
+    for variant, names in left_out.items():
         speed = np.mean(speeds[variant])
         print(
-            f"| {variant} | {kept} | {cosines[variant].mean():.4f} / {cosines[variant].min():.4f} | {speed:,.0f} | "
-            f"{speed / base:.2f}x |"
+            f"| {variant} | {len(names)} | {cosines[variant].mean():.4f} / {cosines[variant].min():.4f} | "
+            f"{speed:,.0f} | {speed / base:.2f}x |"
         )
     return 0
 

@@ -29,10 +29,11 @@ OPTIONAL_MARKS = "[\u064b-\u065f\u0670\u0640]"
 _OPTIONAL_MARKS = re.compile(OPTIONAL_MARKS)
 # The definite article and what is written onto it, longest first. Each is split off only at a word's start and
 # only before three more Arabic letters, so short words that merely begin with these letters (الى, التي) stay whole.
+ARABIC_LETTER = "[\u0621-\u064a]"
 ARTICLE_PREFIXES = ("وبال", "وال", "فال", "بال", "كال", "لل", "ال")
-ARTICLE_SPLITS = tuple((f"(?<!\\S){prefix}(?=[\u0621-\u064a]{{3}})", f"{prefix} ") for prefix in ARTICLE_PREFIXES)
+ARTICLE_SPLITS = tuple((f"(?<!\\S){prefix}(?={ARABIC_LETTER}{{3}})", f"{prefix} ") for prefix in ARTICLE_PREFIXES)
 _ARTICLE_SPLITS = tuple((re.compile(pattern), replacement) for pattern, replacement in ARTICLE_SPLITS)
-_ARABIC_LETTER = re.compile("[\u0621-\u064a]")
+_ARABIC_LETTER = re.compile(ARABIC_LETTER)
 
 
 def strip_optional_marks(text: str) -> str:
