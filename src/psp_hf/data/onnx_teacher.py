@@ -35,6 +35,44 @@ _POOLING = ("mean", "cls", "max")
 _FIRST_LAYER = re.compile(r"/layers?\.0/")
 # BERT/RoBERTa/MPNet, DistilBERT and GPT-style names of the feed-forward block's second (output) product.
 _FEED_FORWARD_OUTPUT = re.compile(r"/(?<!attention/)output/dense/|/ffn/lin2/|/mlp/(fc2|down_proj)/")
+# The int8 model must agree with the teacher at least this well (mean cosine over PROBE_SENTENCES) to label.
+MIN_INT8_AGREEMENT = 0.99
+# Checked once per export: varied registers and lengths, like a pool's. all-MiniLM-L6-v2's int8 model agrees at
+# 0.993 on them; all-mpnet-base-v2's at 0.86 (README, "A stronger teacher").
+PROBE_SENTENCES = (
+    "A man is playing a guitar on the stage.",
+    "Two children are running through a field of tall grass.",
+    "The central bank left interest rates unchanged on Thursday.",
+    "Shares in the company fell sharply after the report was published.",
+    "How do I reset my password if I no longer have access to my email?",
+    "What is the best way to learn to cook at home?",
+    "I don't think that's a good idea, to be honest.",
+    "She told me she would be late because her train was cancelled.",
+    "The committee approved the proposal by a narrow margin after a long debate.",
+    "Click Save to keep your changes, or Cancel to discard them.",
+    "a small dog",
+    "yes",
+    "The mitochondrion is the part of the cell where energy is produced.",
+    "Rain is expected in the north of the country later this week.",
+    "He has lived in the same small village for more than forty years.",
+    "Can you recommend a good book about the history of mathematics?",
+    "The police said the driver had not been drinking.",
+    "A woman is slicing tomatoes in a kitchen.",
+    "Our new model is faster and uses less memory than the old one.",
+    "Please make sure the door is locked before you leave.",
+    "the act of moving something from one place to another",
+    "Researchers found no link between the two conditions in a study of 10,000 patients.",
+    "I'm not sure what you mean by that; could you explain it again?",
+    "The team scored twice in the last ten minutes to win the match.",
+    "If the shoe fits, wear it.",
+    "Prices rose by 3 percent in the year to October, the statistics office said.",
+    "Turn left at the second traffic light and the station is on your right.",
+    "Nobody expected the film to be such a success.",
+    "An old man sits on a bench feeding pigeons in the park.",
+    "The software update fixes a bug that caused the application to crash on start-up.",
+    "We should have left earlier; now we are going to miss the beginning.",
+    "Is it safe to drink the tap water here?",
+)
 
 
 def _teacher_parts(teacher) -> tuple[object, object, str, bool, int]:
@@ -162,11 +200,19 @@ class OnnxTeacher:
 
     @classmethod
     def from_sentence_transformer(
-        cls, teacher, work_dir: str | os.PathLike, quantize: bool = True, threads: int = 1, name: str | None = None
+        cls,
+        teacher,
+        work_dir: str | os.PathLike,
+        quantize: bool = True,
+        threads: int = 1,
+        name: str | None = None,
+        min_agreement: float | None = MIN_INT8_AGREEMENT,
     ) -> OnnxTeacher:
         """Export `teacher` (a loaded `SentenceTransformer`) into `work_dir` unless done before, then load it.
 
-        `name` identifies the teacher: files that `work_dir` holds for another name are exported again.
+        `name` identifies the teacher: files that `work_dir` holds for another name are exported again. An int8
+        model whose agreement with `teacher` on `PROBE_SENTENCES` is below `min_agreement` is refused
+        (`PSPInputError`); None skips the refusal (benches that measure it).
         """
         model, tokenizer, mode, normalize, max_length = _teacher_parts(teacher)
         work = Path(work_dir)
@@ -183,15 +229,39 @@ class OnnxTeacher:
         if not fp32.is_file():
             _export(model, tokenizer, fp32)
         path = fp32
+        info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
+        dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
         if quantize:
             path = work / "model-int8.onnx"
+            known = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
             if not path.is_file():
                 _quantize(fp32, path)
-        info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
+                known = {}
+            onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+            agreement = known.get("int8_agreement")
+            if agreement is None or known.get("teacher") != name:
+                agreement = onnx_teacher.agreement(teacher)
+            info["int8_agreement"] = agreement
         with atomic_path(record) as tmp:
             tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
-        return cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+        if not quantize:
+            return cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+        if min_agreement is not None and agreement < min_agreement:
+            # Some teachers lose too much to int8 activations (all-mpnet-base-v2: 0.86); their labels would teach
+            # the student a distorted space, so this refuses rather than labelling.
+            raise PSPInputError(
+                f"the int8 model of teacher {name or 'the teacher'} agrees with the teacher at mean cosine "
+                f"{agreement:.4f} on {len(PROBE_SENTENCES)} probe sentences, below {min_agreement}: its labels "
+                "would not be the teacher's; use --backend onnx (fp32 ONNX Runtime) or --backend torch"
+            )
+        return onnx_teacher
+
+    def agreement(self, teacher, sentences: Sequence[str] = PROBE_SENTENCES) -> float:
+        """Mean cosine between this model's embeddings of `sentences` and `teacher.encode`'s."""
+        ours = self.encode(list(sentences))
+        theirs = np.asarray(teacher.encode(list(sentences), convert_to_numpy=True), dtype=np.float32)
+        norms = np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1)
+        return float(((ours * theirs).sum(axis=1) / np.maximum(norms, 1e-12)).mean())
 
     def get_embedding_dimension(self) -> int | None:
         """The teacher's output width (None when unknown until the first batch)."""
