@@ -249,10 +249,11 @@ class OnnxTeacher:
         if min_agreement is not None and agreement < min_agreement:
             # Some teachers lose too much to int8 activations (all-mpnet-base-v2: 0.86); their labels would teach
             # the student a distorted space, so this refuses rather than labelling.
+            which = f"teacher {name}" if name else "the teacher"
             raise PSPInputError(
-                f"the int8 model of teacher {name or 'the teacher'} agrees with the teacher at mean cosine "
-                f"{agreement:.4f} on {len(PROBE_SENTENCES)} probe sentences, below {min_agreement}: its labels "
-                "would not be the teacher's; use --backend onnx (fp32 ONNX Runtime) or --backend torch"
+                f"the int8 model of {which} agrees with the teacher at mean cosine {agreement:.4f} on "
+                f"{len(PROBE_SENTENCES)} probe sentences, below {min_agreement}: its labels would not be the "
+                "teacher's; use --backend onnx (fp32 ONNX Runtime) or --backend torch"
             )
         return onnx_teacher
 
