@@ -44,6 +44,8 @@ def strip_optional_marks(text: str) -> str:
 def split_arabic_article(text: str) -> str:
     """`text` with the Arabic definite article split from the words it starts, as the tokenizer's normalizer does
     (one rule after another, each over the whole text)."""
+    if not _ARABIC_LETTER.search(text):
+        return text  # one pass instead of one per rule for the sentences of every other language
     for pattern, replacement in _ARTICLE_SPLITS:
         text = pattern.sub(replacement, text)
     return text

@@ -218,35 +218,29 @@ class OnnxTeacher:
         work = Path(work_dir)
         work.mkdir(parents=True, exist_ok=True)
         record = work / "teacher.json"
-        if (
-            name is not None
-            and record.is_file()
-            and json.loads(record.read_text(encoding="utf-8")).get("teacher") != name
-        ):
+        known = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        if name is not None and record.is_file() and known.get("teacher") != name:
             for stale in work.glob("*.onnx"):
                 stale.unlink()
+            known = {}
         fp32 = work / "model.onnx"
         if not fp32.is_file():
             _export(model, tokenizer, fp32)
-        path = fp32
-        info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
+        path = work / "model-int8.onnx" if quantize else fp32
+        if quantize and not path.is_file():
+            _quantize(fp32, path)
+            known = {}  # a new int8 model: its agreement is measured again
         dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
+        onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+        info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
         if quantize:
-            path = work / "model-int8.onnx"
-            known = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
-            if not path.is_file():
-                _quantize(fp32, path)
-                known = {}
-            onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
-            agreement = known.get("int8_agreement")
-            if agreement is None or known.get("teacher") != name:
+            agreement = known.get("int8_agreement") if known.get("teacher") == name else None
+            if agreement is None:
                 agreement = onnx_teacher.agreement(teacher)
             info["int8_agreement"] = agreement
         with atomic_path(record) as tmp:
             tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if not quantize:
-            return cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
-        if min_agreement is not None and agreement < min_agreement:
+        if quantize and min_agreement is not None and agreement < min_agreement:
             # Some teachers lose too much to int8 activations (all-mpnet-base-v2: 0.86); their labels would teach
             # the student a distorted space, so this refuses rather than labelling.
             which = f"teacher {name}" if name else "the teacher"
