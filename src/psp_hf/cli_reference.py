@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Iterator
 
@@ -22,7 +23,7 @@ from . import cli
 # Wide enough for the long option lists, narrow enough to read on GitHub without scrolling much.
 WIDTH = 100
 # `psp embed --threads` defaults to the cores available; its help names the number of this machine.
-MACHINE_CORES = str(cli._cores())
+MACHINE_CORES = re.compile(r"the cores available, \d+\)")
 
 
 class _FixedWidthFormatter(argparse.HelpFormatter):
@@ -43,6 +44,7 @@ def _delegated_parser(name: str) -> argparse.ArgumentParser:
 
 def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
     """(name, one-line help, parser) of each subcommand of `parser`, in the order they were added."""
+    # argparse has no public way to list a parser's subcommands; its actions are the one place that holds them.
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
@@ -56,7 +58,7 @@ def _help_text(parser: argparse.ArgumentParser) -> str:
     """`parser`'s --help at the fixed width, with this machine's core count written as what it means."""
     _set_formatter(parser)
     text = parser.format_help()
-    return text.replace(f"the cores available, {MACHINE_CORES})", "the cores available)")
+    return MACHINE_CORES.sub("the cores available)", text)
 
 
 def _set_formatter(parser: argparse.ArgumentParser) -> None:
