@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint bench registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test lint apertium bench registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ venv: $(VENV)/.installed
 demo: venv
 	$(PY) -m psp_hf.demo
 
-test: venv
+test: venv apertium
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
@@ -179,6 +179,16 @@ distill-table: distill-train
 	$(PY) bench/distill_table.py --make-untrained $(DISTILL)/m-untrained --untrained-like $(DISTILL)/m-distill \
 		--pairs $(DISTILL)/m-pairs --distill $(DISTILL)/m-distill --combined $(DISTILL)/m-combined \
 		$(if $(wildcard $(DISTILL)/m2v),--model2vec $(DISTILL)/m2v) --threads $(DISTILL_THREADS) --json $(DISTILL)/table.json
+
+# Apertium alone (about 5 MB), unpacked for the test that runs the real translator (tests/test_apertium.py): the
+# same packages as BITEXT_APERTIUM, in a root of their own so `make test` needs none of the larger bitext download.
+apertium: .cache/apertium/.unpacked
+
+.cache/apertium/.unpacked:
+	mkdir -p .cache/apertium/debs .cache/apertium/root
+	cd .cache/apertium/debs && apt-get download $(BITEXT_APERTIUM)
+	for deb in .cache/apertium/debs/*.deb; do dpkg -x $$deb .cache/apertium/root; done
+	touch $@
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -25,7 +25,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def test_prepare_warns_when_the_vocabulary_is_smaller_than_asked(prepared, capsys):
-    from psp_hf.data.cli import _print_summary
+    from psp_hf.data.cli_sources import print_summary
 
     report = json.loads((prepared / "report" / "report.json").read_text())
     pieces = report["tokenizer"]["pieces"]
@@ -33,7 +33,7 @@ def test_prepare_warns_when_the_vocabulary_is_smaller_than_asked(prepared, capsy
     assert report["tokenizer"]["warning"] == (
         f"warning: vocabulary has {pieces:,} pieces of the 4,000 asked: the text supports no more"
     )
-    _print_summary(report)
+    print_summary(report)
     assert "the text supports no more" in capsys.readouterr().err
 
 

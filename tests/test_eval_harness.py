@@ -235,7 +235,8 @@ def test_load_encoder_detects_psp_and_model2vec(tiny_psp_folder, tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     from psp_hf import load
-    from psp_hf.evaluation.adapters import load_encoder, wrap_encoder
+    from psp_hf.evaluation.adapters import load_encoder
+    from psp_hf.evaluation.wrapping import wrap_encoder
 
     psp = load_encoder(tiny_psp_folder)
     assert psp.kind == "psp" and psp.library == "psp-hf"

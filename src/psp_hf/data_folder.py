@@ -6,18 +6,26 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 DATA_ENV = "PSP_DATA"
+CACHE_ENV = "PSP_CACHE"
+# Both defaults are relative to the working directory (the repository root when run through `make`), never to this
+# file: installed as a wheel, this file's parents are site-packages'.
+DEFAULT_DATA = Path("..") / "shared" / "data"
+DEFAULT_CACHE = Path(".cache")
 
 
 def data_dir(path: str | os.PathLike | None = None) -> Path:
-    """The data folder: `path`, else $PSP_DATA, else ../shared/data beside the repository."""
+    """The data folder: `path`, else $PSP_DATA, else ../shared/data (from the working directory)."""
     if path is not None:
         return Path(path)
     env = os.environ.get(DATA_ENV)
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+    return Path(env) if env else DEFAULT_DATA
+
+
+def cache_dir() -> Path:
+    """Where unpacked Debian packages and other rebuildable files live: $PSP_CACHE, else ./.cache (the Makefile's)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else DEFAULT_CACHE
 
 
 def existing_data_dir(path: str | os.PathLike | None = None) -> Path:

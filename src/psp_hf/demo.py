@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .data_folder import REPO_ROOT, data_dir
+from .data_folder import data_dir
 from .initialization import save_untrained_like
 
 
@@ -58,7 +58,7 @@ def main() -> int:
     if not (data / "sts").is_dir():
         print(f"demo: the real data is missing at {data}; set PSP_DATA", file=sys.stderr)
         return 2
-    out = Path(os.environ.get("PSP_DEMO_OUT", REPO_ROOT / "demo_out"))
+    out = Path(os.environ.get("PSP_DEMO_OUT", "demo_out"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     pool_size = os.environ.get("PSP_DEMO_POOL", str(DEMO_POOL_SENTENCES))

@@ -84,11 +84,6 @@ class ReadResult:
     line_numbers: list[int] = field(default_factory=list)
     skipped: list[tuple[int, str]] = field(default_factory=list)
 
-    def skipped_summary(self, path: str | os.PathLike, limit: int = 10) -> str:
-        shown = ", ".join(str(number) for number, _ in self.skipped[:limit])
-        more = " …" if len(self.skipped) > limit else ""
-        return f"{path}: skipped {len(self.skipped)} bad line(s): {shown}{more}"
-
 
 def decode_line(path, number: int, raw: bytes) -> str:
     """`raw` as UTF-8; an error names `path:number` and the first bad byte."""
@@ -112,43 +107,6 @@ def read_sentences(path: str | os.PathLike, skip_bad_lines: bool = False) -> Rea
             result.skipped.append((number, str(error)))
             continue
         result.rows.append(text)
-        result.line_numbers.append(number)
-    return result
-
-
-def read_pairs(
-    path: str | os.PathLike,
-    columns: tuple[int, int] | None = None,
-    header: bool = False,
-    skip_bad_lines: bool = False,
-) -> ReadResult:
-    """Tab-separated sentence pairs. Without `columns`, each line must have exactly two fields.
-
-    `columns` are 0-based field indexes to take (then lines need at least that many fields).
-    """
-    result = ReadResult()
-    for number, raw in iter_raw_lines(path):
-        if header and number == 1:
-            continue
-        try:
-            fields = decode_line(path, number, raw).split("\t")
-            if columns is None:
-                if len(fields) != 2:
-                    raise PSPInputError(f"{path}:{number}: expected 2 tab-separated columns, got {len(fields)}")
-                pair = (fields[0], fields[1])
-            else:
-                if len(fields) <= max(columns):
-                    raise PSPInputError(
-                        f"{path}:{number}: expected at least {max(columns) + 1} tab-separated columns, "
-                        f"got {len(fields)}"
-                    )
-                pair = (fields[columns[0]], fields[columns[1]])
-        except PSPInputError as error:
-            if not skip_bad_lines:
-                raise
-            result.skipped.append((number, str(error)))
-            continue
-        result.rows.append(pair)
         result.line_numbers.append(number)
     return result
 

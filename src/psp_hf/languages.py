@@ -28,11 +28,11 @@ from pathlib import Path
 
 from .data.apertium import APERTIUM_MODES
 from .data.registry_bitext import (
-    LOCAL_ROOT,
     SOURCE_KINDS,
     SOURCE_PREFIXES,
     add_licences,
     bitext_sources,
+    local_root,
     write_source_tsvs,
 )
 from .data_folder import data_dir
@@ -207,7 +207,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     try:
         registry = []
         if settings.registry:
-            sources = bitext_sources(code, LOCAL_ROOT, settings.registry_sources)
+            sources = bitext_sources(code, local_root(), settings.registry_sources)
             translated = any(source.kind == "apertium" for source in sources)
             if "apertium" in settings.registry_sources and code in APERTIUM_MODES and not translated:
                 _say(code, "no Apertium translations: unpack Apertium and the English text first (make languages)")

@@ -123,16 +123,6 @@ def _add_candidates(parser) -> None:
     )
 
 
-def _fraction(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not -1.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between -1 and 1, got {value}")
-    return number
-
-
 def _add_evaluation_flag(parser) -> None:
     parser.add_argument(
         "--keep-evaluation-sentences",
@@ -295,27 +285,7 @@ def run(args: argparse.Namespace) -> int:
             args.inputs, args.lang, langid=args.langid, exclude_evaluation=args.exclude_evaluation, **common
         )
     if not args.quiet:
-        _print_summary(report)
+        from .cli_sources import print_summary
+
+        print_summary(report)
     return 0
-
-
-def _print_summary(report: dict) -> None:
-    lines = [f"pairs in: {report['pairs_in']:,}"]
-    if report["bad_lines"]["count"]:
-        lines.append(f"bad lines skipped: {report['bad_lines']['count']:,}")
-    for step in report["steps"]:
-        if step["name"] == "lowercase":
-            continue
-        removed = f"{step['removed']:,}" if step["enabled"] else "off"
-        lines.append(f"  removed by {step['name']}: {removed}")
-    lines.append(f"pairs out: {report['pairs_out']:,} ({report['pairs_per_second']:,.0f} pairs/s)")
-    if (report.get("tokenizer") or {}).get("warning"):
-        lines.append(report["tokenizer"]["warning"])
-    where = report.get("path") or report.get("url")
-    if report.get("path"):
-        lines.append(f"wrote {report['path']} (report in {report['path']}/report/)")
-    if report.get("url"):
-        lines.append(f"pushed to {report['url']}")
-    if not where:
-        lines.append("nothing written")
-    print("\n".join(lines), file=sys.stderr)

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..cli_types import positive_int
+from ..cli_types import fraction, positive_int
 from ..errors import PSPInputError
 
 
@@ -16,12 +16,6 @@ def _names(value: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {value!r}")
     return names
-
-
-def _fraction(value: str) -> float:
-    from .cli import _fraction as fraction
-
-    return fraction(value)
 
 
 def add_source_commands(sub) -> None:
@@ -76,10 +70,10 @@ def add_source_commands(sub) -> None:
     )
     mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
     mine.add_argument("--out", required=True, help="pairs TSV to write (atomically)")
-    mine.add_argument("--threshold", type=_fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
+    mine.add_argument("--threshold", type=fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
     mine.add_argument(
         "--max-trigram-overlap",
-        type=_fraction,
+        type=fraction,
         default=0.5,
         help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
@@ -91,9 +85,10 @@ def _run_pool(args: argparse.Namespace) -> int:
 
     from .checks import check_output_folder
     from .pool import build_pool
+    from .registry_text import registry_sources
 
     check_output_folder(Path(args.out), overwrite=True, replaces=False)
-    result = build_pool(args.out, args.data, registry=not args.no_registry)
+    result = build_pool(args.out, args.data, extra_sources=[] if args.no_registry else registry_sources())
     print(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0
 
@@ -205,9 +200,7 @@ def _run_registry_bitext(args: argparse.Namespace) -> int:
         command=shlex.join(["psp", *sys.argv[1:]]),
     )
     if not args.quiet:
-        from .cli import _print_summary
-
-        _print_summary(report)
+        print_summary(report)
     return 0
 
 
@@ -217,3 +210,26 @@ SOURCE_COMMANDS = {
     "mine-pairs": _run_mine_pairs,
     "registry-bitext": _run_registry_bitext,
 }
+
+
+def print_summary(report: dict) -> None:
+    """What `psp prepare` did, on stderr: pairs in and out, and what each step removed."""
+    lines = [f"pairs in: {report['pairs_in']:,}"]
+    if report["bad_lines"]["count"]:
+        lines.append(f"bad lines skipped: {report['bad_lines']['count']:,}")
+    for step in report["steps"]:
+        if step["name"] == "lowercase":
+            continue
+        removed = f"{step['removed']:,}" if step["enabled"] else "off"
+        lines.append(f"  removed by {step['name']}: {removed}")
+    lines.append(f"pairs out: {report['pairs_out']:,} ({report['pairs_per_second']:,.0f} pairs/s)")
+    if (report.get("tokenizer") or {}).get("warning"):
+        lines.append(report["tokenizer"]["warning"])
+    where = report.get("path") or report.get("url")
+    if report.get("path"):
+        lines.append(f"wrote {report['path']} (report in {report['path']}/report/)")
+    if report.get("url"):
+        lines.append(f"pushed to {report['url']}")
+    if not where:
+        lines.append("nothing written")
+    print("\n".join(lines), file=sys.stderr)

@@ -202,26 +202,6 @@ def shared_data_sources(root: str | Path | None = None) -> list[CorpusSource]:
     ]
 
 
-def text_file_source(
-    name: str, paths: Iterable[str | Path], license: str, description: str = "", split: bool = True
-) -> CorpusSource:
-    """Plain-text files (`.gz` ok) as a source; paragraphs (blank-line separated) are split into sentences."""
-    paths = [Path(p) for p in paths]
-
-    def read() -> Iterator[str]:
-        for path in paths:
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            for paragraph in re.split(r"\n\s*\n", text):
-                if split:
-                    yield from split_sentences(paragraph)
-                else:
-                    yield from paragraph.splitlines()
-
-    return CorpusSource(name, license, description or ", ".join(map(str, paths)), read)
-
-
 # ----------------------------------------------------------------------------------------------- building
 @dataclass
 class CorpusResult:
@@ -329,19 +309,12 @@ def read_corpus(path: str | Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def default_sources(root: str | Path | None = None, registry: bool = True) -> list[CorpusSource]:
-    """The shared-data sources, then every registry source installed on this machine."""
-    sources = shared_data_sources(root)
-    if registry:
-        from .registry_text import registry_sources
-
-        sources += registry_sources()
-    return sources
-
-
-def build_pool(out: str | Path, data: str | Path | None = None, registry: bool = True) -> CorpusResult:
-    """Build the pool from the default sources, every evaluation sentence removed, and write it into `out`."""
+def build_pool(
+    out: str | Path, data: str | Path | None = None, extra_sources: Iterable[CorpusSource] = ()
+) -> CorpusResult:
+    """Build the pool from the shared-data sources and `extra_sources` (the registry's, say: `registry_text`
+    provides them), every evaluation sentence removed, and write it into `out`."""
     root = existing_data_dir(data)
-    result = build_corpus(default_sources(root, registry=registry), evaluation_sentences(root))
+    result = build_corpus([*shared_data_sources(root), *extra_sources], evaluation_sentences(root))
     write_corpus(result, out)
     return result

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data_folder import cache_dir
 from ..errors import PSPInputError
 from .dictionaries import dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
 from .pool import CorpusSource
@@ -309,7 +310,9 @@ def apertium_sources(lang: str, root: Path) -> list[BitextSource]:
 
 
 # ----------------------------------------------------------------------------------------------- psp prepare
-LOCAL_ROOT = Path(__file__).resolve().parents[3] / ".cache" / "registry-bitext" / "root"
+def local_root() -> Path:
+    """Where `make registry-bitext` unpacks the packages: .cache/registry-bitext/root (see `cache_dir`)."""
+    return cache_dir() / "registry-bitext" / "root"
 
 
 def prepare_registry_bitext(
@@ -333,7 +336,7 @@ def prepare_registry_bitext(
 
     from .prepare import prepare_bitext
 
-    base = Path(root) if root else LOCAL_ROOT
+    base = Path(root) if root else local_root()
     sources = bitext_sources(lang, base, kinds)
     if not sources:
         raise PSPInputError(

@@ -21,22 +21,21 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..data_folder import cache_dir
 from .pool import CorpusSource, split_sentences
 
 DEBIAN_PACKAGES = ("wordnet-base", "fortunes-min", "fortunes", "dict-gcide", "dict-devil", "dict-jargon")
 
 
-LOCAL_ROOT = Path(__file__).resolve().parents[3] / ".cache" / "registry-text" / "root"
-
-
 def registry_root(root: str | os.PathLike | None = None) -> Path:
-    """Where the packages' files are: `root`, else $PSP_REGISTRY_TEXT, else the repository's
-    ``.cache/registry-text/root`` when the Makefile unpacked them there, else the file system root."""
+    """Where the packages' files are: `root`, else $PSP_REGISTRY_TEXT, else ``.cache/registry-text/root`` (see
+    `cache_dir`) when the Makefile unpacked them there, else the file system root."""
     if root is not None:
         return Path(root)
     if os.environ.get("PSP_REGISTRY_TEXT"):
         return Path(os.environ["PSP_REGISTRY_TEXT"])
-    return LOCAL_ROOT if LOCAL_ROOT.is_dir() else Path("/")
+    unpacked = cache_dir() / "registry-text" / "root"
+    return unpacked if unpacked.is_dir() else Path("/")
 
 
 # ----------------------------------------------------------------------------------------------- WordNet

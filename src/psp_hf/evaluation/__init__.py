@@ -11,8 +11,8 @@ also write the JSON report, the Markdown tables (`report.py`) and the model card
 (`model_index.py`). STS scoring, for the harness and for training's dev check alike, is in `sts.py`.
 """
 
-from .adapters import EncoderAdapter, load_encoder, wrap_encoder
-from .any_encoder import SentEvalParams, callable_encoder, evaluate, load_encoder_spec, senteval_encoder
+from .adapters import EncoderAdapter, load_encoder
+from .any_encoder import evaluate, load_encoder_spec
 from .sts import DEV_SPLITS, sts_dev_score
 from .tasks import (
     ALL_TASKS,
@@ -24,6 +24,7 @@ from .tasks import (
     evaluate_model,
     resolve_tasks,
 )
+from .wrapping import SentEvalParams, callable_encoder, senteval_encoder, wrap_encoder
 
 __all__ = [
     "ALL_TASKS",

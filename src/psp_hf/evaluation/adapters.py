@@ -240,34 +240,3 @@ def _load(model_id: str, source: str, name: str, kind: str, device: str) -> Enco
         model, name=name, model_id=model_id, kind=kind, library="model2vec",
         encode_kwargs={"use_multiprocessing": False},
     )  # fmt: skip
-
-
-def wrap_encoder(encoder: Any, name: str | None = None) -> EncoderAdapter:
-    """An `EncoderAdapter` around an in-memory encoder.
-
-    `encoder` is an object with `encode` (a PSPEncoder, SentenceTransformer, StaticModel, ...), a function
-    `list[str] -> array (n, dim)`, or SentEval's pair as a tuple `(prepare, batcher)` (see `any_encoder`).
-    """
-    if isinstance(encoder, EncoderAdapter):
-        return encoder
-    if not callable(getattr(encoder, "encode", None)):
-        from .any_encoder import callable_encoder, senteval_encoder
-
-        if isinstance(encoder, tuple) and len(encoder) == 2 and all(callable(part) for part in encoder):
-            return senteval_encoder(encoder[1], prepare=encoder[0], name=name)
-        if callable(encoder):
-            return callable_encoder(encoder, name=name)
-        raise TypeError(
-            f"{type(encoder).__name__} is not an encoder: expected an object with encode(), a function "
-            "list[str] -> array, or a (prepare, batcher) pair"
-        )
-    module = type(encoder).__module__.split(".")[0]
-    kind = {"psp_hf": "psp", "sentence_transformers": "sentence-transformers", "model2vec": "model2vec"}.get(
-        module, "custom"
-    )
-    library = {"psp": "psp-hf", "sentence-transformers": "sentence-transformers", "model2vec": "model2vec"}.get(kind)
-    label = name or getattr(encoder, "name_or_path", None) or type(encoder).__name__
-    kwargs = {"use_multiprocessing": False} if kind == "model2vec" else {}
-    return EncoderAdapter(
-        encoder, name=str(label), model_id=str(label), kind=kind, library=library, encode_kwargs=kwargs
-    )

@@ -20,7 +20,8 @@ from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
 from ..similarity import cosine_pairs
 from . import data as data_module
-from .adapters import EncoderAdapter, wrap_encoder
+from .adapters import EncoderAdapter
+from .wrapping import wrap_encoder
 
 # Sets that `sts_dev_score` accepts: small, fast sets for checking a model during training.
 DEV_SPLITS: tuple[str, ...] = (

@@ -21,8 +21,9 @@ from ..errors import PSPInputError
 from ..margin import margin_retrieval_errors
 from . import data as data_module
 from . import senteval
-from .adapters import EncoderAdapter, wrap_encoder
+from .adapters import EncoderAdapter
 from .sts import DEV_SPLITS, correlation, embed_sentences, load_metric, pair_cosines, sts_dev_score
+from .wrapping import wrap_encoder
 
 STS_YEAR_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16")
 STS_TASKS: tuple[str, ...] = (*STS_YEAR_TASKS, "stsb", "sickr")
