@@ -25,7 +25,7 @@ from .encoder_types import check_model_save, embed_with_model, folder_needs_mode
 from .errors import PSPInputError
 from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 from .piece_cache import WordPieceCache, concatenated_ranges, split_plain
-from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
+from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
 
 if TYPE_CHECKING:
     import torch
@@ -432,7 +432,7 @@ class PSPEncoder:
                 rows[:] = unit_rows(rows)
 
         # numpy's pooling (torch not loaded) holds the GIL about as much as tokenizing: no gain from a pipeline.
-        pipeline = self._torch_only or "torch" in sys.modules
+        pipeline = self._torch_only or torch_pools()
         run_batches(tokenize_batch, pool_batch, n, batch_size, num_threads, show_progress_bar, pipeline=pipeline)
         result = out
         if precision != "float32" and n:

@@ -12,8 +12,12 @@ import sys
 
 import numpy as np
 
-# Gather at most this many table rows at once: the gathered block stays small enough to sit in cache.
-_ROWS_PER_CHUNK = 4096
+from . import intra_op
+
+# Gather at most this many bytes of table rows at once: the gathered block stays small enough to sit in cache.
+_BLOCK_BYTES = 1 << 20
+# Pool a batch in parts of about this many pieces: bounds the index arrays of a very large batch.
+_CHUNK_PIECES = 1 << 20
 # Up to this many bags, one numpy reduction per bag beats sorting bags by length.
 _FEW_BAGS = 8
 
@@ -77,6 +81,17 @@ def prepare_bulk(n_sentences: int) -> None:
             import torch  # noqa: F401
 
 
+def torch_pools() -> bool:
+    """Whether `pool_bags_fast` pools with torch now: torch is loaded and its calls can be kept to one thread.
+
+    (Where torch's OpenMP runtime cannot be reached, torch pools only if the process runs it on one thread.)
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    return intra_op.runtime(torch) is not None or torch.get_num_threads() == 1
+
+
 def pool_bags_fast(
     table: np.ndarray,
     flat_ids: np.ndarray,
@@ -88,13 +103,21 @@ def pool_bags_fast(
     """`pool_bags`, through torch's `embedding_bag` when torch is already loaded or the batch is large.
 
     Both give the same numbers for mean, max and sum (torch's embedding_bag adds each bag's rows in order, as
-    the numpy code does); weighted means may differ in the last bit.
+    the numpy code does); weighted means may differ in the last bit. torch runs on the calling thread only
+    (see `psp_hf.intra_op`), and releases the GIL for the whole call: threads pooling side by side overlap.
     """
     prepare_bulk(BULK_SENTENCES if len(flat_ids) >= BULK_PIECES else 0)
-    if "torch" not in sys.modules:
+    torch = sys.modules.get("torch")
+    if torch is None:
         return pool_bags(table, flat_ids, offsets, piece_weights, mode, out)
-    import torch
+    library = intra_op.runtime(torch)
+    if library is None and torch.get_num_threads() != 1:
+        return pool_bags(table, flat_ids, offsets, piece_weights, mode, out)
+    with intra_op.OneThread(torch, library) if library is not None else contextlib.nullcontext():
+        return _pool_with_torch(torch, table, flat_ids, offsets, piece_weights, mode, out)
 
+
+def _pool_with_torch(torch, table, flat_ids, offsets, piece_weights, mode, out) -> np.ndarray:
     ids, starts = torch.from_numpy(np.ascontiguousarray(flat_ids)), torch.from_numpy(np.ascontiguousarray(offsets))
     with torch.inference_mode():
         weights = None if piece_weights is None else torch.from_numpy(np.ascontiguousarray(piece_weights))
@@ -142,15 +165,101 @@ def pool_bags(
             weights = None if piece_weights is None else piece_weights[start:stop]
             out[index] = _pool_one(table, flat_ids[start:stop], weights, mode)
         return out
-    # Chunks of whole bags, each gathering about _ROWS_PER_CHUNK rows.
+    # Chunks of whole bags of about _CHUNK_PIECES pieces: bounds the index arrays of a very large batch.
     ends = offsets + lengths
     first = 0
     while first < n:
-        last = int(np.searchsorted(ends, offsets[first] + _ROWS_PER_CHUNK, side="right"))
-        last = max(last, first + 1)
-        _pool_chunk(table, flat_ids, offsets[first:last], lengths[first:last], piece_weights, mode, out[first:last])
+        last = max(first + 1, int(np.searchsorted(ends, offsets[first] + _CHUNK_PIECES, side="right")))
+        start, stop = int(offsets[first]), int(ends[last - 1])
+        weights = None if piece_weights is None else piece_weights[start:stop]
+        _pool_chunk(table, flat_ids[start:stop], offsets[first:last] - start, weights, mode, out[first:last])
         first = last
     return out
+
+
+def _pool_chunk(table, flat_ids, offsets, piece_weights, mode, out) -> None:
+    """`pool_bags` of one chunk (offsets[0] == 0) into `out`.
+
+    Bags of equal length go together: the chunk's ids are laid out group by group as (length, bags) blocks, and
+    each block's rows are gathered (a cache-sized part at a time) and reduced along the length axis: numpy adds a
+    bag's rows one after another in order, as embedding_bag does (same rounding, same numbers). A batch is then
+    two numpy calls per distinct sentence length, each releasing the GIL, instead of one per piece position.
+    """
+    n, dim = len(offsets), table.shape[1]
+    order, sorted_lengths, firsts, bases, destination = _length_groups(offsets, len(flat_ids))
+    ids = np.empty_like(flat_ids)
+    ids[destination] = flat_ids
+    weights = None
+    if piece_weights is not None:
+        weights = np.empty(len(flat_ids), dtype=np.float32)
+        weights[destination] = piece_weights
+    rows_of = _row_gatherer(table)
+    block_rows = max(1, _BLOCK_BYTES // (4 * dim))
+    pooled = np.empty((n, dim), dtype=np.float32)
+    totals = None if weights is None else np.empty(n, dtype=np.float32)
+    reduce = np.maximum.reduce if mode == "max" and weights is None else np.add.reduce
+    bounds = [*firsts.tolist(), n]
+    for group, length in enumerate(sorted_lengths[firsts].tolist()):
+        first, count = bounds[group], bounds[group + 1] - bounds[group]
+        if length == 0:
+            pooled[first : first + count] = 0.0
+            if totals is not None:
+                totals[first : first + count] = 1.0
+            continue
+        block = slice(int(bases[first]), int(bases[first]) + length * count)
+        group_ids = ids[block].reshape(length, count)
+        step = max(1, block_rows // length)
+        for begin in range(0, count, step):
+            part = slice(begin, min(begin + step, count))
+            rows = rows_of(group_ids[:, part])
+            if weights is not None:
+                rows *= weights[block].reshape(length, count)[:, part, None]
+            reduce(rows, axis=0, out=pooled[first + part.start : first + part.stop])
+        if totals is not None:
+            np.add.reduce(weights[block].reshape(length, count), axis=0, out=totals[first : first + count])
+    if totals is not None:
+        pooled /= np.maximum(totals, np.float32(1e-12))[:, None]
+    elif mode == "mean":
+        pooled /= np.maximum(sorted_lengths, 1).astype(np.float32)[:, None]
+    out[order] = pooled
+
+
+def _length_groups(offsets: np.ndarray, n_ids: int) -> tuple[np.ndarray, ...]:
+    """The bags sorted by length (stable `order`, `sorted_lengths`), where each length group starts in that order
+    (`firsts`), where each sorted bag's group starts in the new layout (`bases`, by sorted bag), and where each
+    piece goes in it (`destination`): piece k of the bag at sorted position r, in a group of `count` bags that
+    starts at sorted position f and at `base` in the layout, goes to base + k * count + (r - f)."""
+    n = len(offsets)
+    lengths = bag_lengths(offsets, n_ids)
+    order = np.argsort(lengths, kind="stable")
+    sorted_lengths = lengths[order]
+    firsts = np.flatnonzero(np.diff(sorted_lengths, prepend=-1))
+    counts = np.diff(firsts, append=n)
+    bases = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sorted_lengths, out=bases[1:])
+    group_of_sorted = np.repeat(np.arange(len(firsts)), counts)  # n entries: small next to the pieces
+    count_of_bag = np.empty(n, dtype=np.int64)
+    count_of_bag[order] = counts[group_of_sorted]
+    shift = np.empty(n, dtype=np.int64)
+    shift[order] = bases[firsts][group_of_sorted] + np.arange(n) - firsts[group_of_sorted]
+    positions = np.arange(n_ids)
+    bag = np.searchsorted(offsets, positions, side="right") - 1  # np.repeat would hold the GIL for this one
+    destination = (shift - offsets * count_of_bag)[bag] + positions * count_of_bag[bag]
+    return order, sorted_lengths, firsts, bases, destination
+
+
+def _row_gatherer(table: np.ndarray):
+    """`ids -> table[ids]` (shape `ids.shape + (dim,)`). Rows taken as single opaque items copy about twice as fast
+    as numpy's float-by-float fancy indexing."""
+    dim = table.shape[1]
+    if not table.flags.c_contiguous or table.dtype != np.float32:
+        return table.__getitem__
+    rows = table.view(np.dtype((np.void, 4 * dim))).reshape(-1)
+
+    def gather(ids: np.ndarray) -> np.ndarray:
+        return np.take(rows, ids).view(np.float32).reshape(*ids.shape, dim)
+
+    return gather
 
 
 def _pool_one(table: np.ndarray, ids: np.ndarray, weights: np.ndarray | None, mode: str) -> np.ndarray:
@@ -166,38 +275,3 @@ def _pool_one(table: np.ndarray, ids: np.ndarray, weights: np.ndarray | None, mo
         return np.maximum.reduce(rows, axis=0)
     summed = np.add.reduce(rows, axis=0)
     return summed if mode == "sum" else summed / np.float32(len(ids))
-
-
-def _pool_chunk(table, flat_ids, offsets, lengths, piece_weights, mode, out) -> None:
-    start, stop = int(offsets[0]), int(offsets[-1] + lengths[-1])
-    if start == stop:
-        out[:] = 0.0
-        return
-    rows = table[flat_ids[start:stop]]
-    weights = None
-    if piece_weights is not None:
-        weights = piece_weights[start:stop].astype(np.float32, copy=False)
-        rows *= weights[:, None]
-    # Bags longest first, so the bags still adding at step k are a prefix; each bag then adds its rows one by
-    # one in order, exactly as torch's embedding_bag does (same rounding, same numbers).
-    order = np.argsort(-lengths, kind="stable")
-    sorted_lengths = lengths[order]
-    first_rows = offsets[order] - start
-    active = np.searchsorted(-sorted_lengths, -np.arange(1, int(sorted_lengths[0]) + 1), side="right")
-    n_filled = int(active[0])
-    accumulated = np.zeros((len(order), rows.shape[1]), dtype=np.float32)
-    accumulated[:n_filled] = rows[first_rows[:n_filled]]
-    combine = np.maximum if mode == "max" and weights is None else np.add
-    for step in range(1, len(active)):
-        count = int(active[step])
-        combine(accumulated[:count], rows[first_rows[:count] + step], out=accumulated[:count])
-    if weights is not None:
-        totals = np.zeros(len(order), dtype=np.float32)
-        totals[:n_filled] = weights[first_rows[:n_filled]]
-        for step in range(1, len(active)):
-            count = int(active[step])
-            totals[:count] += weights[first_rows[:count] + step]
-        accumulated /= np.maximum(totals, np.float32(1e-12))[:, None]
-    elif mode == "mean":
-        accumulated[:n_filled] /= sorted_lengths[:n_filled, None].astype(np.float32)
-    out[order] = accumulated
