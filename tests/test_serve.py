@@ -6,11 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,9 +18,8 @@ from psp_hf import PSPEncoder
 from psp_hf.tokenizer import train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
-
 import httpx2 as httpx  # noqa: E402 - huggingface_hub's HTTP client, installed with it
+from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
 
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.batching import MicroBatcher  # noqa: E402
@@ -147,7 +142,9 @@ def test_metrics_count_requests_sentences_and_latency(server):
         httpx.post(f"{server.url}/embed", json={"inputs": SENTENCES[:3], "model": "tiny-b"}).raise_for_status()
     httpx.post(f"{server.url}/embed", json={"inputs": []})
     after = scrape()
-    assert value(after, 'psp_sentences_total{model="tiny-b"}') - value(before, 'psp_sentences_total{model="tiny-b"}') == 9
+    assert (
+        value(after, 'psp_sentences_total{model="tiny-b"}') - value(before, 'psp_sentences_total{model="tiny-b"}') == 9
+    )
     ok = 'psp_requests_total{route="/embed",status="200"}'
     assert value(after, ok) - value(before, ok) == 3
     bad = 'psp_requests_total{route="/embed",status="422"}'
@@ -227,7 +224,10 @@ def test_api_key(keyed_server, models):
 
 def test_cors_is_off_unless_asked(server, models):
     headers = {"Origin": "https://example.org"}
-    assert "access-control-allow-origin" not in httpx.post(f"{server.url}/embed", json={"inputs": "a"}, headers=headers).headers
+    assert (
+        "access-control-allow-origin"
+        not in httpx.post(f"{server.url}/embed", json={"inputs": "a"}, headers=headers).headers
+    )
     config = ServeConfig(cors_origins=["https://example.org"])
     with ServerThread(create_app({"tiny-a": models["tiny-a"]}, config)) as open_server:
         response = httpx.post(f"{open_server.url}/embed", json={"inputs": "a"}, headers=headers)
