@@ -268,3 +268,17 @@ def test_concurrent_clients_get_their_own_rows(server, models):
         for i, got in pool.map(call, range(64)):
             sentences = [f"request {i} sentence {j}" for j in range(i % 4 + 1)]
             np.testing.assert_allclose(got, models["tiny-a"].encode(sentences), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("width", [12, 16, 7])
+def test_base64_rows_round_trip(server, models, width):
+    # 12 floats = 48 bytes, a whole number of base64 blocks: the matrix is encoded once and sliced.
+    from psp_hf.serve.app import base64_rows
+
+    embeddings = np.random.default_rng(width).standard_normal((5, width)).astype(np.float32)
+    back = np.stack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in base64_rows(embeddings)])
+    np.testing.assert_array_equal(back, embeddings)
+    if width <= 16:
+        answer = _openai(server.url).embeddings.create(model="tiny-a", input=SENTENCES, dimensions=width)
+        expected = models["tiny-a"].encode(SENTENCES, truncate_dim=width)
+        np.testing.assert_allclose([item.embedding for item in answer.data], expected, atol=1e-6, rtol=0)

@@ -174,7 +174,7 @@ def create_app(models: dict, config: ServeConfig | None = None, index=None):
         if dim is not None:
             embeddings = np.ascontiguousarray(embeddings[:, :dim])
         if fmt == "base64":
-            rows = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in embeddings]
+            rows = base64_rows(embeddings)
         else:
             rows = list(embeddings)
         tokens = int(counts.sum())
@@ -277,6 +277,18 @@ def create_app(models: dict, config: ServeConfig | None = None, index=None):
 
     add_search_routes(app, state, handler, _tei_error, embed, body_of, model_of)
     return app
+
+
+def base64_rows(embeddings: np.ndarray) -> list[str]:
+    """Each row's little-endian float32 bytes in base64 (what OpenAI's encoding_format "base64" returns)."""
+    raw = np.ascontiguousarray(embeddings, dtype="<f4").tobytes()
+    width = embeddings.shape[1] * 4
+    if width % 3 == 0:
+        # Rows of a multiple of 3 bytes end on a base64 block boundary: one encode of the whole matrix, then slices.
+        text = base64.b64encode(raw).decode("ascii")
+        step = width // 3 * 4
+        return [text[start : start + step] for start in range(0, len(text), step)]
+    return [base64.b64encode(raw[start : start + width]).decode("ascii") for start in range(0, len(raw), width)]
 
 
 def _check_key(request, key: str) -> None:
