@@ -173,10 +173,7 @@ def create_app(models: dict, config: ServeConfig | None = None, index=None):
         embeddings, counts = await embed(name, sentences)
         if dim is not None:
             embeddings = np.ascontiguousarray(embeddings[:, :dim])
-        if fmt == "base64":
-            rows = base64_rows(embeddings)
-        else:
-            rows = list(embeddings)
+        rows = base64_rows(embeddings) if fmt == "base64" else list(embeddings)
         tokens = int(counts.sum())
         data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
