@@ -158,3 +158,14 @@ def test_index_from_an_embed_dataset_folder(model_dir, tmp_path):
     source.write_text("only one line now\n", encoding="utf-8")
     with pytest.raises(Exception, match="now has 1 rows"):
         load_index(tmp_path / "emb", encoder)
+
+
+def test_page_is_public_but_search_needs_the_key(model_dir, tmp_path):
+    encoder = PSPEncoder.from_pretrained(model_dir)
+    index = load_index(_lines(tmp_path), encoder)
+    with ServerThread(create_app({"model": encoder}, ServeConfig(api_key="k3y"), index)) as server:
+        page = httpx.get(f"{server.url}/")
+        assert page.status_code == 200 and '"needsKey": true' in page.text
+        assert httpx.post(f"{server.url}/search", json={"query": CORPUS[0]}).status_code == 401
+        answer = httpx.post(f"{server.url}/search", json={"query": CORPUS[0]}, headers={"Authorization": "Bearer k3y"})
+        assert answer.status_code == 200 and answer.json()["results"][0]["text"] == CORPUS[0]
