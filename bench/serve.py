@@ -11,7 +11,8 @@ Then the memory check: the server's RSS after a warm-up and after `--memory-requ
 
     .venv/bin/python bench/serve.py [--model FOLDER] [--seconds 5] [--threads 2] [--format base64]
 
-Without --model it builds bench/encode.py's random table over a trained 50,000-piece vocabulary (1024-d, cached).
+Without --model it builds bench/encode.py's random table over a trained 30,000-piece vocabulary (384-d, the width of
+the distilled models; cached under bench/.cache).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def in_process(model: str, sentences: list[str], size: int, threads: int, second
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="model folder (default: bench/encode.py's random 1024-d model)")
+    parser.add_argument("--model", default=None, help="model folder (default: bench/encode.py's random 384-d model)")
     parser.add_argument("--threads", type=int, default=2, help="server encode threads and in-process threads")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per load cell")
     parser.add_argument("--format", default="base64", choices=["base64", "float"], help="encoding_format asked for")
@@ -153,7 +154,7 @@ def main() -> int:
     if args.model is None:
         from encode import build_model
 
-        args.model = str(build_model(50_000, 1024))
+        args.model = str(build_model(30_000, 384))
     sentences = sts_sentences()
     load_before = os.getloadavg()
     sizes = [int(s) for s in args.sizes.split(",")]
