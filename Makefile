@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint apertium bench registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test lint apertium bench chromium registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,23 @@ venv: $(VENV)/.installed
 demo: venv
 	$(PY) -m psp_hf.demo
 
-test: venv apertium
+test: venv apertium chromium
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
+
+# Debian's Chromium for the browser test of `psp serve`'s page (issue 36), unpacked without installing: the
+# package, its data and the libraries a Debian 12 machine may lack (those installed are left out). The test reads it
+# from .cache/chromium/root and fails when it is missing.
+CHROMIUM_DEBS ?= chromium chromium-common libflac12 libxnvctrl0 libdouble-conversion3 libharfbuzz-subset0 libminizip1 \
+	libopenh264-7 libopenjp2-7 libopus0 libpulse0 libasyncns0 libogg0 libsndfile1 libmp3lame0 libmpg123-0 libvorbis0a \
+	libvorbisenc2
+
+chromium: .cache/chromium/.unpacked
+
+.cache/chromium/.unpacked:
+	sh scripts/fetch_chromium.sh .cache/chromium/root $(CHROMIUM_DEBS)
+	touch $@
 
 lint: venv
 	$(PY) -m ruff check .

@@ -27,6 +27,7 @@ DELEGATED = {
     "embed-dataset": ("psp_hf.corpus.embed_dataset", "embed a dataset into resumable shards (threads, processes)"),
     "mine": ("psp_hf.corpus.mine_cli", "mine bitext or near-duplicates between embedded sets (Faiss, margin)"),
     "languages": ("psp_hf.languages", "build the X-English models end to end: prepare, label, train, evaluate, card"),
+    "serve": ("psp_hf.serve.cli", "serve models over HTTP (OpenAI and TEI embedding routes) and a search page"),
 }
 
 
