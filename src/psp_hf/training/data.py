@@ -322,6 +322,7 @@ class PairStream:
         if world_size > 1:
             dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
         self.dataset = dataset
+        self.world_size = world_size
         self.skipped_rows = 0
         self.bad_lines = 0  # malformed lines skipped under --skip-bad-lines (this process's share)
         self.report_bad_lines = rank == 0
@@ -344,6 +345,7 @@ class PairStream:
         first: list[str] = []
         second: list[str] = []
         row = 0  # raw rows consumed so far in this epoch
+        pairs = 0  # valid pairs met in this epoch
         try:
             for chunk in self.dataset.iter(batch_size=self.read_size):
                 left, right = self.source._columns(chunk)
@@ -364,6 +366,7 @@ class PairStream:
                         continue
                     first.append(a)
                     second.append(b)
+                    pairs += 1
                     if len(first) == self.batch_size:
                         yield MiniBatchText(first, second, row + index + 1)
                         first, second = [], []
@@ -374,3 +377,8 @@ class PairStream:
             raise PSPInputError(f"--data {self.source.description}: reading failed: {error}") from error
         if first:
             yield MiniBatchText(first, second, row)
+        if pairs == 0 and skip == 0 and self.world_size == 1:
+            # A header-only file (or all rows blank or bad) would otherwise train 0 steps and exit as a success.
+            raise PSPInputError(
+                f"--data {self.source.description}: no training pairs ({row} row(s) read, none with two sentences)"
+            )
