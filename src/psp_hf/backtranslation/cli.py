@@ -146,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
 
     bounds = _bounds(args)
     _check_arguments(args, bounds)
+    from ..devices import check_device
+
+    check_device(args.device)  # before run.json is written: a bad device must not lock the folder
     out = _work_folder(args)
     stat = Path(args.bitext).stat()
     settings = TranslateSettings(

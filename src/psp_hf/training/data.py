@@ -8,7 +8,9 @@ dataset's seeded shuffle (seed + epoch) that is enough to continue exactly where
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import logging
 import os
 import sys
 import zlib
@@ -168,6 +170,29 @@ def _tsv_dataset(files: list[str], header: list[str], skip_bad_lines: bool):
     return IterableDataset(ArrowExamplesIterable(tsv_tables, kwargs), info=DatasetInfo(features=features))
 
 
+@contextlib.contextmanager
+def reading_errors(description: str) -> Iterator[None]:
+    """Errors of `datasets` / pyarrow / pandas while streaming the data become one `PSPInputError` naming it.
+
+    `datasets` also logs a failed file at ERROR level before raising; that would be a second message (with a
+    traceback when logging's stream is gone), so its logger is held at CRITICAL while the data streams.
+    """
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except PSPInputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - parse errors of many libraries
+        reason = (str(error).splitlines() or [""])[0]
+        if "BatchSize must be greater than 0" in reason:  # pyarrow's answer to a parquet file with no rows
+            reason = "a table with no rows"
+        raise PSPInputError(f"--data {description}: reading failed: {reason}") from None
+    finally:
+        logger.setLevel(level)
+
+
 class PairSource:
     """Where training pairs come from, with the two text columns resolved.
 
@@ -279,14 +304,15 @@ class PairSource:
     def texts(self, limit: int) -> Iterator[str]:
         """Up to `limit` sentences from both columns, in file order (for training a tokenizer)."""
         produced = 0
-        for chunk in self.dataset.iter(batch_size=1024):
-            for first, second in zip(*self._columns(chunk), strict=True):
-                for text in (first, second):
-                    if isinstance(text, str) and text.strip():
-                        yield text
-                        produced += 1
-                        if produced >= limit:
-                            return
+        with reading_errors(self.description):
+            for chunk in self.dataset.iter(batch_size=1024):
+                for first, second in zip(*self._columns(chunk), strict=True):
+                    for text in (first, second):
+                        if isinstance(text, str) and text.strip():
+                            yield text
+                            produced += 1
+                            if produced >= limit:
+                                return
 
     def _columns(self, chunk: dict) -> tuple[list, list]:
         if self.translation_langs is not None:
@@ -346,7 +372,7 @@ class PairStream:
         second: list[str] = []
         row = 0  # raw rows consumed so far in this epoch
         pairs = 0  # valid pairs met in this epoch
-        try:
+        with reading_errors(self.source.description):
             for chunk in self.dataset.iter(batch_size=self.read_size):
                 left, right = self.source._columns(chunk)
                 bad = chunk.get(BAD_LINE) or [None] * len(left)
@@ -371,10 +397,6 @@ class PairStream:
                         yield MiniBatchText(first, second, row + index + 1)
                         first, second = [], []
                 row += n
-        except PSPInputError:
-            raise
-        except Exception as error:  # pandas / arrow parse errors: name the data
-            raise PSPInputError(f"--data {self.source.description}: reading failed: {error}") from error
         if first:
             yield MiniBatchText(first, second, row)
         if pairs == 0 and skip == 0 and self.world_size == 1:
