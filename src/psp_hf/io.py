@@ -22,6 +22,26 @@ from .errors import PSPInputError
 STDIN = "-"
 
 
+# Endings of the files psp reads and writes: a name ending so is a path, never a Hub repo id.
+FILE_SUFFIXES = (".txt", ".tsv", ".tab", ".csv", ".jsonl", ".json", ".parquet", ".gz", ".npy", ".safetensors")
+
+
+def cannot_be_hub_id(spec: str) -> bool:
+    """True when `spec` (a name that is no local file or folder) cannot be a Hub repo id either, so it is a local
+    path that does not exist: `./x`, `/x`, `~/x`, `a/b/c`, `data.tsv`, or anything the Hub's own check refuses."""
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or (os.sep != "/" and os.sep in spec):
+        return True
+    if spec.lower().endswith(FILE_SUFFIXES):
+        return True
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(spec)
+    except HFValidationError:
+        return True
+    return False
+
+
 def check_input(path: str | os.PathLike) -> None:
     """Refuse what cannot be read as a text file, saying what it is; `-` (stdin) and FIFOs are fine."""
     if os.fspath(path) == STDIN:
@@ -284,8 +304,10 @@ def check_writable_parent(path: str | os.PathLike, label: str | None = None) -> 
         raise PSPInputError(f"{label}: cannot write in {parent} (permission denied or read-only)")
 
 
-def check_output(path: str | os.PathLike) -> None:
-    """Before the work starts: refuse an output path that is a directory or whose folder is not writable."""
+def check_output(path: str | os.PathLike, flag: str = "-o") -> None:
+    """Before the work starts: refuse an output path that is empty, a directory, or whose folder is not writable."""
+    if not os.fspath(path).strip():  # Path("") is ".", which would be reported as "a directory"
+        raise PSPInputError(f"{flag}: empty path; give a file name for the output")
     path = Path(path)
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")

@@ -43,7 +43,9 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
         return path
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
+    from .io import cannot_be_hub_id
+
+    if cannot_be_hub_id(os.fspath(id_or_path)):  # a mistyped local path, not a Hub id to look up
         raise FileNotFoundError(f"{id_or_path}: no such model folder")
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError

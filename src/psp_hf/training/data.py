@@ -171,7 +171,7 @@ def _tsv_dataset(files: list[str], header: list[str], skip_bad_lines: bool):
 
 
 @contextlib.contextmanager
-def reading_errors(description: str) -> Iterator[None]:
+def reading_errors(description: str, files: list[Path] | None = None) -> Iterator[None]:
     """Errors of `datasets` / pyarrow / pandas while streaming the data become one `PSPInputError` naming it.
 
     `datasets` also logs a failed file at ERROR level before raising; that would be a second message (with a
@@ -185,12 +185,35 @@ def reading_errors(description: str) -> Iterator[None]:
     except PSPInputError:
         raise
     except Exception as error:  # noqa: BLE001 - parse errors of many libraries
+        located = _first_bad_json_line(files or [])  # the JSON readers' errors name no line: find it
+        if located:
+            raise PSPInputError(located) from None
         reason = (str(error).splitlines() or [""])[0]
         if "BatchSize must be greater than 0" in reason:  # pyarrow's answer to a parquet file with no rows
             reason = "a table with no rows"
         raise PSPInputError(f"--data {description}: reading failed: {reason}") from None
     finally:
         logger.setLevel(level)
+
+
+def _first_bad_json_line(files: list[Path]) -> str | None:
+    """`FILE:LINE: not a JSON object (...)` for the first line of a JSON Lines file that does not parse."""
+    import json
+
+    for path in files:
+        if not path.name.lower().endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+            continue
+        for number, raw in iter_raw_lines(path):
+            if not raw.strip():
+                continue
+            text = decode_line(path, number, raw)
+            try:
+                value = json.loads(text)
+            except ValueError as error:
+                return f"{path}:{number}: not valid JSON ({error})"
+            if not isinstance(value, dict):
+                return f"{path}:{number}: expected a JSON object, got {type(value).__name__}"
+    return None
 
 
 class PairSource:
@@ -252,7 +275,8 @@ class PairSource:
                 # errors name FILE:LINE like psp embed/score, and --skip-bad-lines counts instead of stopping.
                 dataset = _tsv_dataset(data_files, header, skip_bad_lines)
             else:
-                dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
+                with reading_errors(self.description, files):
+                    dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
         return dataset
 
     def _resolve_columns(self, dataset, columns: list[str] | None, lang: str | None) -> None:
@@ -280,12 +304,10 @@ class PairSource:
     def _column_names(self, dataset) -> list[str]:
         if dataset.features is not None:
             return list(dataset.features)
-        try:
-            example = next(iter(dataset))
-        except StopIteration:
-            raise PSPInputError(f"--data {self.description}: no rows") from None
-        except Exception as error:
-            raise PSPInputError(f"--data {self.description}: cannot read: {error}") from None
+        with reading_errors(self.description, self.files):
+            example = next(iter(dataset), None)
+        if example is None:
+            raise PSPInputError(f"--data {self.description}: no rows")
         return list(example)
 
     def _detect_columns(self, names: list[str], lang: str | None) -> tuple[str, str]:
@@ -304,7 +326,7 @@ class PairSource:
     def texts(self, limit: int) -> Iterator[str]:
         """Up to `limit` sentences from both columns, in file order (for training a tokenizer)."""
         produced = 0
-        with reading_errors(self.description):
+        with reading_errors(self.description, self.files):
             for chunk in self.dataset.iter(batch_size=1024):
                 for first, second in zip(*self._columns(chunk), strict=True):
                     for text in (first, second):
@@ -372,7 +394,7 @@ class PairStream:
         second: list[str] = []
         row = 0  # raw rows consumed so far in this epoch
         pairs = 0  # valid pairs met in this epoch
-        with reading_errors(self.source.description):
+        with reading_errors(self.source.description, self.source.files):
             for chunk in self.dataset.iter(batch_size=self.read_size):
                 left, right = self.source._columns(chunk)
                 bad = chunk.get(BAD_LINE) or [None] * len(left)
