@@ -132,6 +132,12 @@ def read_settings(folder: Path) -> PSPSettings:
     for name in ("vocab_size", "hidden_size", "pad_token_id", "unk_token_id"):
         if not isinstance(values[name], int) or isinstance(values[name], bool) or values[name] < 0:
             raise PSPInputError(f"{path}: {name} must be a non-negative integer, got {values[name]!r}")
+    for name in ("drop_unknown", "use_piece_weights"):
+        if not isinstance(values[name], bool):
+            raise PSPInputError(f"{path}: {name} must be true or false, got {values[name]!r}")
+    boundary = values["word_boundary_token_id"]
+    if boundary is not None and (not isinstance(boundary, int) or isinstance(boundary, bool)):
+        raise PSPInputError(f"{path}: word_boundary_token_id must be an integer or null, got {boundary!r}")
     if values["pooling"] not in ("mean", "max"):
         raise PSPInputError(f"{path}: pooling must be 'mean' or 'max', got {values['pooling']!r}")
     if values["unk_token_id"] >= values["vocab_size"]:
