@@ -270,3 +270,28 @@ def test_a_socket_as_output_is_refused(tmp_path):
     finally:
         server.close()
     assert stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def test_a_link_to_a_descriptor_is_written_through_like_dev_stdout(tmp_path):
+    from psp_hf.io import atomic_path
+
+    sink = tmp_path / "captured.txt"
+    with open(sink, "wb") as handle:
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{handle.fileno()}")  # what /dev/stdout is
+        with atomic_path(link) as tmp:
+            tmp.write_bytes(b"to stdout\n")
+    assert link.is_symlink(), "the descriptor link was replaced by a regular file"
+    assert sink.read_bytes() == b"to stdout\n"
+
+
+def test_a_link_to_a_regular_file_is_replaced_not_followed(tmp_path):
+    from psp_hf.io import atomic_path
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "out.txt"
+    link.symlink_to(victim)
+    with atomic_path(link) as tmp:
+        tmp.write_text("new\n")
+    assert victim.read_text() == "precious\n" and not link.is_symlink() and link.read_text() == "new\n"

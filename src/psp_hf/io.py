@@ -315,23 +315,39 @@ def check_output(path: str | os.PathLike, flag: str = "-o") -> None:
 
 
 def _written_through(path: Path) -> bool:
-    """True when `path` is a device or FIFO: written into, never replaced (`-o /dev/null` as root must not turn
-    /dev/null into a regular file). A symlink is replaced itself, never followed; a socket is refused."""
+    """True when `path` is written into instead of replaced: a device or FIFO (`-o /dev/null` as root must not turn
+    /dev/null into a regular file), or a link to one of the process's descriptors (`-o /dev/stdout`, whatever
+    stdout is). Any other symlink is replaced itself, never followed: a link planted in an output folder cannot
+    make psp overwrite its target. A socket is refused."""
     try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return False
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+        mode = os.stat(path).st_mode  # through a link: the kernel resolves /proc's descriptor links too
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # nothing there, or a dangling link: the new file replaces the name
     if stat.S_ISSOCK(mode):
         raise PSPInputError(f"{path}: is a socket; give a file name for the output")
-    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
+        return True
+    return link and _descriptor_link(path)
 
 
-def _copy_through(tmp: Path, path: Path) -> None:
-    # O_NOFOLLOW: the node checked above, not whatever a symlink put there since points to; no O_TRUNC on a device.
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-    with open(tmp, "rb") as source, open(fd, "wb", closefd=True) as target:
+def _descriptor_link(path: Path) -> bool:
+    # /dev/stdout -> /proc/self/fd/1, /dev/fd/N: links whose chain passes through /proc name an open descriptor.
+    seen = 0
+    while path.is_symlink() and seen < 40:
+        target = os.readlink(path)
+        if target.startswith(("/proc/", "/dev/fd/")):
+            return True
+        path, seen = path.parent / target, seen + 1
+    return False
+
+
+def _copy_through(tmp: Path, target: Path) -> None:
+    # O_APPEND and no O_TRUNC: a device has nothing to truncate, and stdout redirected with `>>` is appended to.
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+    with open(tmp, "rb") as source, open(fd, "wb", closefd=True) as sink:
         while block := source.read(1 << 20):
-            target.write(block)
+            sink.write(block)
 
 
 @contextlib.contextmanager

@@ -69,8 +69,10 @@ def confined(folder: Path, relative, source: Path) -> Path:
     if os.path.isabs(relative) or ".." in Path(relative).parts or "\\" in relative:
         raise PSPInputError(f"{source}: module path {relative!r} leaves the model folder; refusing to read it")
     target = folder / (relative or ".")
-    root = folder.resolve()
-    resolved = target.resolve()
+    try:
+        root, resolved = folder.resolve(), target.resolve()
+    except (ValueError, OSError) as error:  # a NUL byte, a name the file system cannot hold, a link loop
+        raise PSPInputError(f"{source}: module path {relative!r} is not a usable path ({error})") from None
     if resolved != root and root not in resolved.parents:
         raise PSPInputError(f"{source}: module path {relative!r} leads out of the model folder (to {resolved})")
     return target
