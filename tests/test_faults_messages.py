@@ -71,13 +71,61 @@ def test_a_missing_model_path_is_not_called_an_invalid_hub_id(tmp_path, name, mo
     assert f"{name}: no such model folder" in line and "HFValidationError" not in line
 
 
-def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id):
+def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id, monkeypatch):
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.enable_progress_bar()  # as in a shell without the test suite's HF settings
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)  # as in a shell without the suite's settings
+    monkeypatch.delenv("HF_DATASETS_DISABLE_PROGRESS_BARS", raising=False)
+    transformers_logging.enable_progress_bar()
     try:
         code, _, err = run_cli("push", str(model), hub_repo_id, "--dimensionality", "8", "-q")
     finally:
         transformers_logging.disable_progress_bar()
     assert code == 0, err
     assert "Writing model shards" not in err and "it/s" not in err
+
+
+def test_sigterm_before_the_first_checkpoint_does_not_advise_resume(tmp_path, capsys):
+    from psp_hf.training.checkpoint import CheckpointStore
+    from psp_hf.training.trainer import TrainingStopped, _stop_on_sigterm
+
+    store = CheckpointStore(tmp_path / "training")
+    with pytest.raises(TrainingStopped):
+        _stop_on_sigterm(15, None, checkpoints=store)
+    err = capsys.readouterr().err
+    assert "no checkpoint was written yet" in err and "continue with --resume" not in err
+    store.training_dir.mkdir()
+    store.pointer.write_text('{"format": 2, "folder": "checkpoint-1"}')
+    with pytest.raises(TrainingStopped):
+        _stop_on_sigterm(15, None, checkpoints=store)
+    assert "continue with --resume" in capsys.readouterr().err
+
+
+def test_a_model2vec_folder_without_its_tokenizer_says_so(tmp_path, model):
+    from psp_hf import load
+    from psp_hf.static_models import save_model2vec
+
+    folder = save_model2vec(load(model), tmp_path / "m2v")
+    (folder / "tokenizer.json").unlink()
+    code, _, err = run_cli("info", str(folder))
+    assert code == 2 and "no tokenizer.json" in one_error_line(err)
+
+
+@pytest.mark.parametrize("flag", ["--lm", "--score-model", "--model"])
+def test_backtranslate_refuses_a_missing_model_before_translating(tmp_path, model, flag):
+    bitext = tmp_path / "bt.tsv"
+    bitext.write_text("ein hund\ta dog\n")
+    models = {"--model": str(model), "--lm": None, "--score-model": None}
+    models[flag] = str(tmp_path / "nope")
+    argv = ["backtranslate", str(bitext), "--src-lang", "de", "--out", str(tmp_path / "out")]
+    argv += [item for name, value in models.items() if value for item in (name, value)]
+    code, _, err = run_cli(*argv)
+    assert code == 2 and f"{flag} {tmp_path / 'nope'}: no such model folder" in one_error_line(err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_to_a_file_says_it_writes_a_folder(tmp_path, model):
+    target = tmp_path / "model.txt"
+    target.write_text("x")
+    code, _, err = run_cli("export", str(model), "-o", str(target))
+    assert code == 2 and "is a file; psp export writes a model folder" in one_error_line(err)

@@ -51,6 +51,8 @@ def detect_format(folder: Path) -> str:
         raise PSPInputError(f"{folder / 'config.json'}: expected a JSON object, got a {type(config).__name__}")
     if config.get("model_type") == "psp":
         return "psp"
+    if config.get("model_type") == "model2vec":  # loading then names what is missing (tokenizer.json, the table)
+        return "model2vec"
     if _static_module_folder(folder) is not None and not (folder / "config.json").is_file():
         return "sentence-transformers-static"
     if (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file():

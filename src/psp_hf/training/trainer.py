@@ -21,6 +21,7 @@ Layout of `--output-dir`:
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import signal
 import sys
@@ -50,8 +51,13 @@ class TrainingStopped(SystemExit):
     """Raised in the main thread by SIGTERM, so that `finally` blocks remove the run's temporaries."""
 
 
-def _stop_on_sigterm(signum, frame) -> None:
-    print("psp train: stopped by SIGTERM; continue with --resume", file=sys.stderr, flush=True)
+def _stop_on_sigterm(signum, frame, checkpoints=None) -> None:
+    # --resume needs a complete checkpoint: before the first one, the advice is to start again.
+    if checkpoints is None or checkpoints.exists():
+        advice = "continue with --resume"
+    else:
+        advice = "no checkpoint was written yet; run the same command again (without --resume) to start over"
+    print(f"psp train: stopped by SIGTERM; {advice}", file=sys.stderr, flush=True)
     raise TrainingStopped(128 + signum)
 
 
@@ -63,7 +69,8 @@ class Trainer(RunSetup):
 
     def train(self) -> Path:
         """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
-        previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if _in_main_thread() else None
+        handler = functools.partial(_stop_on_sigterm, checkpoints=self.checkpoints)
+        previous = signal.signal(signal.SIGTERM, handler) if _in_main_thread() else None
         try:
             return self._train()
         except OSError as error:
