@@ -308,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = args.func
     from .io import Terminated
 
+    if getattr(args, "quiet", False):
+        _quiet_libraries()
     try:
         return int(runner(args) or 0)
     except (PSPInputError, FileNotFoundError) as error:
@@ -326,6 +328,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as terminated:
         print("psp: terminated; partial output removed", file=sys.stderr)
         return 128 + terminated.signum
+
+
+def _quiet_libraries() -> None:
+    """-q: the progress bars transformers, huggingface_hub and datasets draw on their own ("Writing model shards",
+    downloads) go too. Set in the environment for libraries not imported yet, and switched off in those that are."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "datasets" in sys.modules:
+        from datasets.utils.logging import disable_progress_bar
+
+        disable_progress_bar()
 
 
 def _fail(message: str) -> int:

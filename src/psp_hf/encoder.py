@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
@@ -15,16 +14,20 @@ import numpy as np
 from .batches import check_num_threads, run_batches
 from .encoder_helpers import (
     FEW_SENTENCES,
-    check_sentences,
+    backend_ids,
+    checked_output,
+    merge_groups,
     modeling,
     portable_tokenizer_class,
     private_backend,
+    sentence_list,
     word_cache_applies,
 )
 from .encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
 from .errors import PSPInputError
+from .io import follow_umask
 from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
-from .piece_cache import WordPieceCache, concatenated_ranges, split_plain
+from .piece_cache import WordPieceCache, split_plain
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
 
 if TYPE_CHECKING:
@@ -192,6 +195,7 @@ class PSPEncoder:
                 write_sentence_transformers_files(directory, self)
         else:
             write_smaller_weights(directory, *self._weights(), quantize_to)
+        follow_umask(directory.glob("**/*.safetensors"))  # all written just now, 0600 by safetensors' writer
         return directory
 
     def _with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
@@ -307,29 +311,14 @@ class PSPEncoder:
         return flat, offsets
 
     def _tokenize_with_backend(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        encodings = self._backend.encode_batch_fast(list(sentences), add_special_tokens=False)
-        if len(encodings) == 1:
-            ids = encodings[0].ids
-            return np.array(ids, dtype=np.int64), np.array([len(ids)], dtype=np.int64)
-        ids_per_sentence = [encoding.ids for encoding in encodings]
-        lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
-        flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
-        return flat, lengths
+        return backend_ids(self._backend, sentences, str(self._folder or "the model's tokenizer"))
 
     def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray, cached: tuple) -> tuple[np.ndarray, ...]:
         """Merge in order: `cached`, the plain-ASCII sentences from the word cache, and the tokenizer's pieces of
         the others."""
-        groups = [np.flatnonzero(plain), np.flatnonzero(~plain)]
-        encoded = [cached, self._tokenize_with_backend(list(map(sentences.__getitem__, groups[1].tolist())))]
-        lengths = np.zeros(len(sentences), dtype=np.int64)
-        for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
-            lengths[rows] = group_lengths
-        starts = np.zeros(len(sentences), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        flat = np.empty(int(lengths.sum()), dtype=np.int64)
-        for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
-            flat[concatenated_ranges(starts[rows], group_lengths)] = group_flat
-        return flat, lengths
+        others = np.flatnonzero(~plain)
+        encoded = [cached, self._tokenize_with_backend(list(map(sentences.__getitem__, others.tolist())))]
+        return merge_groups(len(sentences), [np.flatnonzero(plain), others], encoded)
 
     def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""
@@ -396,19 +385,9 @@ class PSPEncoder:
         if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
             raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
         width = self.dim if truncate_dim is None else truncate_dim
-        single = isinstance(sentences, str)
-        if single:
-            sentences = [sentences]
-        elif not isinstance(sentences, Sequence):
-            sentences = list(sentences)
-        check_sentences(sentences)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        sentences, single = sentence_list(sentences)
         n = len(sentences)
-        if out is None:
-            out = np.empty((n, width), dtype=np.float32)
-        elif out.shape != (n, width) or out.dtype != np.float32:
-            raise ValueError(f"out must be float32 of shape {(n, width)}, got {out.dtype} {out.shape}")
+        out = checked_output(out, batch_size, n, width)
         check_num_threads(num_threads)
         prepare_bulk(n)
         if show_progress_bar is None:
@@ -435,7 +414,7 @@ class PSPEncoder:
         pipeline = self._torch_only or torch_pools()
         run_batches(tokenize_batch, pool_batch, n, batch_size, num_threads, show_progress_bar, pipeline=pipeline)
         result = out
-        if precision != "float32" and n:
+        if precision != "float32":  # also for no sentences: an empty int8 result is still int8
             from .quantization import quantize_embeddings
 
             result = quantize_embeddings(out, precision)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
+
+from .errors import native_panics
 
 
 def portable_tokenizer_class(directory: Path) -> None:
@@ -55,6 +60,32 @@ def private_backend(backend):
     return copy
 
 
+def sentence_list(sentences) -> tuple[Sequence[str], bool]:
+    """`(sentences as a sequence, whether one string was given)`, every item checked (`check_sentences`)."""
+    if isinstance(sentences, str):
+        return [sentences], True
+    if isinstance(sentences, (set, frozenset, dict)) or not hasattr(sentences, "__iter__"):
+        # A set has no order: row i could not be said to belong to any one sentence.
+        raise TypeError(
+            f"sentences must be a string or an ordered sequence of strings (a list), got {type(sentences).__name__}"
+        )
+    if not isinstance(sentences, Sequence):
+        sentences = list(sentences)
+    check_sentences(sentences)
+    return sentences, False
+
+
+def checked_output(out, batch_size, n: int, width: int) -> np.ndarray:
+    """`out` (or a new float32 `(n, width)` array) after checking it and `batch_size`."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if out is None:
+        return np.empty((n, width), dtype=np.float32)
+    if out.shape != (n, width) or out.dtype != np.float32:
+        raise ValueError(f"out must be float32 of shape {(n, width)}, got {out.dtype} {out.shape}")
+    return out
+
+
 def check_sentences(sentences: Sequence) -> None:
     """Every item a string that UTF-8 can encode; errors name the index."""
     try:  # one pass in C for the usual case: all strings, all valid Unicode
@@ -88,3 +119,31 @@ def fast_tokenizer(backend, unk_token_id: int, pad_token_id: int):
         model_max_length=1_000_000,
         clean_up_tokenization_spaces=False,
     )
+
+
+def backend_ids(backend, sentences: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """`(flat ids, lengths)` of `sentences` from a `tokenizers.Tokenizer` (a panic of it is a `PSPInputError`)."""
+    with native_panics(what):
+        encodings = backend.encode_batch_fast(list(sentences), add_special_tokens=False)
+    if len(encodings) == 1:
+        ids = encodings[0].ids
+        return np.array(ids, dtype=np.int64), np.array([len(ids)], dtype=np.int64)
+    ids_per_sentence = [encoding.ids for encoding in encodings]
+    lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
+    flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def merge_groups(n: int, groups: list[np.ndarray], encoded: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """`(flat ids, lengths)` of `n` sentences from the `(flat, lengths)` of each group of rows, in row order."""
+    from .piece_cache import concatenated_ranges
+
+    lengths = np.zeros(n, dtype=np.int64)
+    for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
+        lengths[rows] = group_lengths
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    flat = np.empty(int(lengths.sum()), dtype=np.int64)
+    for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
+        flat[concatenated_ranges(starts[rows], group_lengths)] = group_flat
+    return flat, lengths

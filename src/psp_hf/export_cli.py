@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from .static_models import load_static_model, save_model2vec
 
     output = Path(args.output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+    if output.exists() and not output.is_dir():
+        raise PSPInputError(f"--output {output}: is a file; psp export writes a model folder, give a folder name")
+    if output.exists() and any(output.iterdir()):
         raise PSPInputError(f"--output {output}: exists and is not an empty folder; choose a new one")
     encoder = load_static_model(args.model)
     try:

@@ -12,16 +12,34 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import numpy as np
-
 from .errors import PSPInputError
 
 STDIN = "-"
+
+
+# Endings of the files psp reads and writes: a name ending so is a path, never a Hub repo id.
+FILE_SUFFIXES = (".txt", ".tsv", ".tab", ".csv", ".jsonl", ".json", ".parquet", ".gz", ".npy", ".safetensors")
+
+
+def cannot_be_hub_id(spec: str) -> bool:
+    """True when `spec` (a name that is no local file or folder) cannot be a Hub repo id either, so it is a local
+    path that does not exist: `./x`, `/x`, `~/x`, `a/b/c`, `data.tsv`, or anything the Hub's own check refuses."""
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or (os.sep != "/" and os.sep in spec):
+        return True
+    if spec.lower().endswith(FILE_SUFFIXES):
+        return True
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(spec)
+    except HFValidationError:
+        return True
+    return False
 
 
 def check_input(path: str | os.PathLike) -> None:
@@ -181,6 +199,16 @@ def _umask() -> int:
     return mask
 
 
+def follow_umask(paths: Iterable[Path]) -> None:
+    """Give files psp just wrote the mode a new file gets (0666 less the umask): safetensors' writer, and so
+    transformers' save_pretrained and Accelerate's checkpoints, create theirs 0600 whatever the umask says."""
+    mode = 0o666 & ~_umask()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.chmod(path, mode)
+
+
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM while an atomic write is open, so its temporary file is removed."""
 
@@ -234,12 +262,50 @@ def check_writable_parent(path: str | os.PathLike, label: str | None = None) -> 
         raise PSPInputError(f"{label}: cannot write in {parent} (permission denied or read-only)")
 
 
-def check_output(path: str | os.PathLike) -> None:
-    """Before the work starts: refuse an output path that is a directory or whose folder is not writable."""
+def check_output(path: str | os.PathLike, flag: str = "-o") -> None:
+    """Before the work starts: refuse an output path that is empty, a directory, or whose folder is not writable."""
+    if not os.fspath(path).strip():  # Path("") is ".", which would be reported as "a directory"
+        raise PSPInputError(f"{flag}: empty path; give a file name for the output")
     path = Path(path)
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")
     check_writable_parent(path)
+
+
+def _written_through(path: Path) -> bool:
+    """True when `path` is written into instead of replaced: a device or FIFO (`-o /dev/null` as root must not turn
+    /dev/null into a regular file), or a link to one of the process's descriptors (`-o /dev/stdout`, whatever
+    stdout is). Any other symlink is replaced itself, never followed: a link planted in an output folder cannot
+    make psp overwrite its target. A socket is refused."""
+    try:
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+        mode = os.stat(path).st_mode  # through a link: the kernel resolves /proc's descriptor links too
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # nothing there, or a dangling link: the new file replaces the name
+    if stat.S_ISSOCK(mode):
+        raise PSPInputError(f"{path}: is a socket; give a file name for the output")
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
+        return True
+    return link and _descriptor_link(path)
+
+
+def _descriptor_link(path: Path) -> bool:
+    # /dev/stdout -> /proc/self/fd/1, /dev/fd/N: links whose chain passes through /proc name an open descriptor.
+    seen = 0
+    while path.is_symlink() and seen < 40:
+        target = os.readlink(path)
+        if target.startswith(("/proc/", "/dev/fd/")):
+            return True
+        path, seen = path.parent / target, seen + 1
+    return False
+
+
+def _copy_through(tmp: Path, target: Path) -> None:
+    # O_APPEND and no O_TRUNC: a device has nothing to truncate, and stdout redirected with `>>` is appended to.
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+    with open(tmp, "rb") as source, open(fd, "wb", closefd=True) as sink:
+        while block := source.read(1 << 20):
+            sink.write(block)
 
 
 @contextlib.contextmanager
@@ -248,7 +314,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The temporary file is removed on any error and on SIGTERM; ones left by killed runs are removed the next
     time. The result gets the mode a newly created file would (the umask's). Write errors such as a full disk
-    become a `PSPInputError` naming `path`.
+    become a `PSPInputError` naming `path`. An existing device or FIFO at `path` is written into instead (the
+    temporary's bytes are copied to it), and a symlink at `path` is replaced, not followed.
     """
     path = Path(path)
     try:
@@ -257,6 +324,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise output_error(path, error) from None
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")
+    through = _written_through(path)
     _remove_stale_temps(path)
     tmp = _temp_name(path)
     try:
@@ -265,7 +333,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
                 os.close(fd)
                 yield tmp
-                os.replace(tmp, path)
+                follow_umask([tmp])  # the writer may have replaced the file we created (safetensors does)
+                if through:
+                    _copy_through(tmp, path)
+                else:
+                    os.replace(tmp, path)
             except OSError as error:
                 if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EISDIR):
                     raise output_error(path, error) from None
@@ -309,72 +381,5 @@ def publish_new(
             os.unlink(tmp)
 
 
-NPY_HEADER_BYTES = 128
-
-
-def _npy_header(shape: tuple[int, ...]) -> bytes:
-    # A fixed-size version 1.0 header, so the row count can be filled in after streaming the rows.
-    text = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape!r}, }}"
-    text = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
-    if len(text) != NPY_HEADER_BYTES - 10:
-        raise ValueError(f"shape {shape} does not fit a {NPY_HEADER_BYTES}-byte .npy header")
-    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1")
-
-
-class NpyRowWriter:
-    """Stream float32 rows of width `dim` into a `.npy` file with plain writes (no memory map).
-
-    A full disk is then an `OSError` at the write that hit it, never a SIGBUS. `close()` writes the row count.
-    """
-
-    def __init__(self, path: str | os.PathLike, dim: int):
-        self.path = Path(path)
-        self.dim = dim
-        self.rows = 0
-        self._handle = open(self.path, "wb")  # noqa: SIM115 - closed by close()
-        self._handle.write(_npy_header((0, dim)))
-
-    def write(self, rows: np.ndarray) -> None:
-        """Append rows (any float dtype; written as little-endian float32)."""
-        rows = np.ascontiguousarray(rows, dtype="<f4")
-        if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"expected rows of width {self.dim}, got shape {rows.shape}")
-        self._handle.write(memoryview(rows).cast("B"))
-        self.rows += len(rows)
-
-    def close(self) -> None:
-        """Fill in the row count, flush to disk and close."""
-        self._handle.seek(0)
-        self._handle.write(_npy_header((self.rows, self.dim)))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
-
-    def __enter__(self) -> NpyRowWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if exc[0] is None:
-            self.close()
-        else:
-            self._handle.close()
-
-
-def open_npy_for_writing(path: Path, shape: tuple[int, ...]) -> np.memmap:
-    """A float32 `.npy` memmap, so outputs larger than RAM stream to disk.
-
-    The file's blocks are reserved first (`posix_fallocate`): a full disk is an `OSError` here, not a SIGBUS
-    when a page of a sparse file is first written.
-    """
-    header = _npy_header(tuple(shape))
-    size = len(header) + int(np.prod(shape, dtype=np.int64)) * 4
-    with open(path, "wb") as handle:
-        handle.write(header)
-        handle.flush()
-        try:
-            os.posix_fallocate(handle.fileno(), 0, size)
-        except OSError as error:
-            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            handle.truncate(size)  # no fallocate on this file system: at least the size is right
-    return np.memmap(path, dtype="<f4", mode="r+", offset=len(header), shape=tuple(shape))
+# Re-exported: the .npy writers live in io_npy.py.
+from .io_npy import NPY_HEADER_BYTES, NpyRowWriter, open_npy_for_writing  # noqa: E402, F401

@@ -6,14 +6,16 @@ Loading for inference must not need torch or transformers, and must never read a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import PSPInputError
+from .errors import PSPInputError, native_panics
 
 PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
 TABLE_KEY = "embeddings.weight"
@@ -41,7 +43,9 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
         return path
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    if os.path.isabs(os.fspath(id_or_path)) or os.fspath(id_or_path).startswith((".", "~")):
+    from .io import cannot_be_hub_id
+
+    if cannot_be_hub_id(os.fspath(id_or_path)):  # a mistyped local path, not a Hub id to look up
         raise FileNotFoundError(f"{id_or_path}: no such model folder")
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
@@ -55,6 +59,39 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
             f"{id_or_path}: not a local model folder, and the Hub could not provide it ({error.__class__.__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''})"
         ) from error
+
+
+def confined(folder: Path, relative, source: Path) -> Path:
+    """`folder / relative` for a path named inside a model folder's file `source` (modules.json's `path`),
+    refused when it would leave the folder: an absolute path, a `..` step, or a symlink pointing out."""
+    if not isinstance(relative, str):
+        raise PSPInputError(f"{source}: a module path must be a string, got {relative!r}")
+    if os.path.isabs(relative) or ".." in Path(relative).parts or "\\" in relative:
+        raise PSPInputError(f"{source}: module path {relative!r} leaves the model folder; refusing to read it")
+    target = folder / (relative or ".")
+    try:
+        root, resolved = folder.resolve(), target.resolve()
+    except (ValueError, OSError) as error:  # a NUL byte, a name the file system cannot hold, a link loop
+        raise PSPInputError(f"{source}: module path {relative!r} is not a usable path ({error})") from None
+    if resolved != root and root not in resolved.parents:
+        raise PSPInputError(f"{source}: module path {relative!r} leads out of the model folder (to {resolved})")
+    return target
+
+
+def check_module_paths(folder: Path) -> list | None:
+    """The modules of `folder/modules.json` (None without one), every `path` in it confined to `folder`."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        return None
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PSPInputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(modules, list) or not all(isinstance(module, dict) for module in modules):
+        raise PSPInputError(f"{path}: expected a JSON list of module objects")
+    for module in modules:
+        confined(folder, module.get("path", ""), path)
+    return modules
 
 
 @dataclass(frozen=True)
@@ -97,6 +134,12 @@ def read_settings(folder: Path) -> PSPSettings:
     for name in ("vocab_size", "hidden_size", "pad_token_id", "unk_token_id"):
         if not isinstance(values[name], int) or isinstance(values[name], bool) or values[name] < 0:
             raise PSPInputError(f"{path}: {name} must be a non-negative integer, got {values[name]!r}")
+    for name in ("drop_unknown", "use_piece_weights"):
+        if not isinstance(values[name], bool):
+            raise PSPInputError(f"{path}: {name} must be true or false, got {values[name]!r}")
+    boundary = values["word_boundary_token_id"]
+    if boundary is not None and (not isinstance(boundary, int) or isinstance(boundary, bool)):
+        raise PSPInputError(f"{path}: word_boundary_token_id must be an integer or null, got {boundary!r}")
     if values["pooling"] not in ("mean", "max"):
         raise PSPInputError(f"{path}: pooling must be 'mean' or 'max', got {values['pooling']!r}")
     if values["unk_token_id"] >= values["vocab_size"]:
@@ -132,9 +175,9 @@ def read_weights(folder: Path, settings: PSPSettings) -> tuple[np.ndarray, np.nd
     if settings.use_piece_weights and (weights is None or weights.shape != (settings.vocab_size,)):
         got = "none" if weights is None else f"shape {weights.shape}"
         raise PSPInputError(f"{path}: config.json asks for piece weights of {settings.vocab_size} pieces, got {got}")
-    _check_finite(table, path, TABLE_KEY)
+    check_finite(table, path, TABLE_KEY)
     if settings.use_piece_weights:
-        _check_finite(weights, path, WEIGHTS_KEY)
+        check_finite(weights, path, WEIGHTS_KEY)
     return table, weights if settings.use_piece_weights else None
 
 
@@ -160,12 +203,30 @@ def read_safetensors(path: Path, wanted: tuple[str, ...]) -> dict[str, np.ndarra
             raise PSPInputError(f"{path}: not a safetensors file (header is not JSON: {error})") from None
         if not isinstance(header, dict):
             raise PSPInputError(f"{path}: not a safetensors file (header is not a JSON object)")
+        _check_layout(path, header)
         tensors = {}
         for name in wanted:
             if name not in header:
                 continue
             tensors[name] = _read_tensor(handle, path, name, header[name], 8 + header_size, size)
     return tensors
+
+
+def _check_layout(path: Path, header: dict) -> None:
+    """Refuse tensors whose byte ranges overlap: one write would change another tensor (the format has none)."""
+    spans = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            begin, end = (int(offset) for offset in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise PSPInputError(f"{path}: tensor {name!r}: malformed data_offsets") from None
+        spans.append((begin, end, name))
+    spans.sort()
+    for (_, end, name), (begin, _, other) in zip(spans, spans[1:], strict=False):
+        if begin < end:
+            raise PSPInputError(f"{path}: tensors {name!r} and {other!r} overlap in the file; not a valid safetensors")
 
 
 def _read_tensor(handle, path: Path, name: str, entry, data_start: int, size: int) -> np.ndarray:
@@ -194,9 +255,13 @@ def _read_tensor(handle, path: Path, name: str, entry, data_start: int, size: in
     return array.astype(np.float32, copy=False)
 
 
-def _check_finite(array: np.ndarray, path: Path, name: str) -> None:
-    # One sum finds NaN or infinity in any row cheaply; only then look for the first bad row.
-    if np.isfinite(np.sum(array, dtype=np.float64)):
+def check_finite(array: np.ndarray, path: Path, name: str) -> None:
+    """Refuse a table holding NaN or infinity, naming the first bad row."""
+    # One sum finds NaN or infinity in any row cheaply; only then look for the first bad row. (inf + -inf is NaN:
+    # numpy's warning about it would only repeat the error below.)
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.sum(array, dtype=np.float64)
+    if np.isfinite(total):
         return
     bad = np.flatnonzero(~np.isfinite(array).reshape(len(array), -1).all(axis=1))
     if len(bad):
@@ -213,13 +278,41 @@ def read_tokenizer(folder: Path):
             f"{folder}: no tokenizer.json; psp needs the fast tokenizer file that save_pretrained writes "
             "(a sentencepiece.model alone is not enough)"
         )
-    try:
-        backend = Tokenizer.from_file(os.fspath(path))
-    except Exception as error:  # tokenizers raises a bare Exception for any malformed file
-        raise PSPInputError(f"{path}: not a valid tokenizer file ({str(error).splitlines()[0][:200]})") from None
-    backend.no_padding()
-    backend.no_truncation()
+    with native_panics(str(path)):
+        try:
+            backend = Tokenizer.from_file(os.fspath(path))
+        except Exception as error:  # tokenizers raises a bare Exception for any malformed file
+            reason = (str(error).splitlines() or [""])[0][:200]
+            raise PSPInputError(f"{path}: not a valid tokenizer file ({reason})") from None
+        backend.no_padding()
+        backend.no_truncation()
+        # A crafted file can load and then panic on text; finding out now, on ordinary sentences, names the file
+        # before any work starts (encoding later is guarded the same way, for text the probe did not try).
+        with _rust_messages_silenced():
+            backend.encode_batch_fast(list(PROBE_SENTENCES), add_special_tokens=False)
     return backend
+
+
+@contextlib.contextmanager
+def _rust_messages_silenced() -> Iterator[None]:
+    # Rust's panic hook writes "thread ... panicked at" (and a backtrace under RUST_BACKTRACE) straight to file
+    # descriptor 2; the user gets the one error line of `native_panics` instead.
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+# Ordinary text of the kinds psp meets (repeated letters, digits, punctuation, accents, CJK, spaces).
+PROBE_SENTENCES = ("a" * 64 + "!", "Hello, world! 123 -- it's 4.5%.", "  ", "Ça coûte 3€ – 東京 мир", "aaaa bbbb " * 20)
 
 
 def word_boundary_id(config: dict, backend) -> int | None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .errors import native_panics
+
 _NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
 
 
@@ -351,7 +353,8 @@ class WordPieceCache:
 
     def _tokenize_words(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """The pieces of each word: `(bounds, pieces)`, word k's being `pieces[bounds[k]:bounds[k + 1]]`."""
-        encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in words], add_special_tokens=False)
+        with native_panics("the model's tokenizer"):
+            encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in words], add_special_tokens=False)
         ids = [encoding.ids for encoding in encodings]
         bounds = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=bounds[1:])

@@ -32,7 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PSPInputError
-from .model_folder import read_safetensors, read_tokenizer, resolve_model_path
+from .model_folder import (
+    check_finite,
+    check_module_paths,
+    confined,
+    read_safetensors,
+    read_tokenizer,
+    resolve_model_path,
+)
 
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 
@@ -40,8 +47,12 @@ STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 def detect_format(folder: Path) -> str:
     """'psp', 'sentence-transformers-static' or 'model2vec' for a model folder; PSPInputError otherwise."""
     config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    if not isinstance(config, dict):
+        raise PSPInputError(f"{folder / 'config.json'}: expected a JSON object, got a {type(config).__name__}")
     if config.get("model_type") == "psp":
         return "psp"
+    if config.get("model_type") == "model2vec":  # loading then names what is missing (tokenizer.json, the table)
+        return "model2vec"
     if _static_module_folder(folder) is not None and not (folder / "config.json").is_file():
         return "sentence-transformers-static"
     if (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file():
@@ -67,13 +78,17 @@ def load_static_model(id_or_path: str | os.PathLike):
     if kind == "model2vec":
         return from_model2vec(folder)
     module = _static_module_folder(folder) or folder
-    tensors = read_safetensors(module / "model.safetensors", wanted=("embedding.weight", "embeddings"))
-    table = tensors.get("embedding.weight", tensors.get("embeddings"))
-    return _encoder_from_table(table, read_tokenizer(module), module)
+    path = module / "model.safetensors"
+    tensors = read_safetensors(path, wanted=("embedding.weight", "embeddings"))
+    name = "embedding.weight" if "embedding.weight" in tensors else "embeddings"
+    if name not in tensors:
+        raise PSPInputError(f"{path}: no 'embedding.weight' tensor; not a StaticEmbedding module")
+    return _encoder_from_table(_checked_table(tensors[name], path, name), read_tokenizer(module), module)
 
 
 def load_other_format(folder: Path):
     """A `PSPEncoder` from a model2vec or sentence-transformers static folder; None for any other folder."""
+    check_module_paths(folder)  # a module path leaving the folder is refused, not taken for "another format"
     try:
         kind = detect_format(folder)
     except PSPInputError:
@@ -90,12 +105,35 @@ def from_model2vec(path: str | os.PathLike):
     tensors = _read_any(safetensors_path, ("embeddings", "weights", "mapping"))
     if "embeddings" not in tensors:
         raise PSPInputError(f"{safetensors_path}: no 'embeddings' tensor; not a model2vec model")
-    table = tensors["embeddings"].astype(np.float32)
+    table = _checked_table(tensors["embeddings"], safetensors_path, "embeddings")
     if "mapping" in tensors:
-        table = table[tensors["mapping"].astype(np.int64)]
+        mapping = tensors["mapping"]
+        if mapping.ndim != 1 or mapping.dtype.kind not in "iu":
+            got = f"{mapping.dtype} {mapping.shape}"
+            raise PSPInputError(f"{safetensors_path}: 'mapping' must be 1-D integers, got {got}")
+        if len(mapping) and (int(mapping.min()) < 0 or int(mapping.max()) >= len(table)):
+            raise PSPInputError(
+                f"{safetensors_path}: 'mapping' points outside the {len(table)} rows of 'embeddings' "
+                f"(values {int(mapping.min())}..{int(mapping.max())})"
+            )
+        table = table[mapping.astype(np.int64)]
     if "weights" in tensors:
-        table = table * tensors["weights"].astype(np.float32)[:, None]
+        weights = tensors["weights"]
+        if weights.shape != (len(table),):
+            raise PSPInputError(f"{safetensors_path}: 'weights' has shape {weights.shape}, expected ({len(table)},)")
+        table = table * _checked_table(weights[:, None], safetensors_path, "weights")
     return _encoder_from_table(table, read_tokenizer(folder), folder)
+
+
+def _checked_table(array: np.ndarray, path: Path, name: str) -> np.ndarray:
+    """`array` as a float32 2-D table with finite values (NaN or inf are refused as in psp folders)."""
+    if array.ndim != 2 or 0 in array.shape:
+        raise PSPInputError(f"{path}: {name!r} must be a 2-D table (pieces x dimensions), got shape {array.shape}")
+    if array.dtype.kind not in "fiu":
+        raise PSPInputError(f"{path}: {name!r} has dtype {array.dtype}, not a number type")
+    table = array.astype(np.float32)
+    check_finite(table, path, name)
+    return table
 
 
 def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | None = None) -> Path:
@@ -169,16 +207,10 @@ def _unknown_id(config: dict, backend) -> int | None:
 
 def _static_module_folder(folder: Path) -> Path | None:
     """The folder of a sentence-transformers model's `StaticEmbedding` module, if its first module is one."""
-    path = folder / "modules.json"
-    if not path.is_file():
+    modules = check_module_paths(folder)
+    if not modules or not str(modules[0].get("type", "")).endswith("StaticEmbedding"):
         return None
-    modules = _read_json(path)
-    if not isinstance(modules, list) or not modules or not isinstance(modules[0], dict):
-        return None
-    kind = str(modules[0].get("type", ""))
-    if not kind.endswith("StaticEmbedding"):
-        return None
-    return folder / str(modules[0].get("path", "") or ".")
+    return confined(folder, modules[0].get("path", ""), folder / "modules.json")
 
 
 def _safetensors_names(path: Path) -> set[str]:

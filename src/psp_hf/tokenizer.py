@@ -19,6 +19,8 @@ from types import SimpleNamespace
 
 from transformers import PreTrainedTokenizerFast
 
+from .errors import PSPInputError
+
 UNK_PIECE = "<unk>"
 PAD_PIECE = "<pad>"
 UNK_ID = 0
@@ -95,15 +97,33 @@ def train_sentencepiece(
     texts = _iter_texts(texts_or_files, lowercase)
     first = next(texts, None)
     if first is None:
-        raise ValueError("train_sentencepiece got no text: every input was empty")
+        raise PSPInputError("no text to train the tokenizer on: every input was empty")
+    failures: list[BaseException] = []
 
     def all_texts() -> Iterator[str]:
+        # An error while reading (bad UTF-8, a short row, a truncated .gz) would reach the user wrapped by the C++
+        # trainer as "RuntimeError: INTERNAL: ..."; it is kept aside, the input ends, and it is raised below.
         yield first
-        yield from texts
+        try:
+            yield from texts
+        except Exception as error:  # noqa: BLE001 - re-raised as it is after the trainer returns
+            failures.append(error)
 
     spm.set_random_generator_seed(seed)
+    try:
+        _train_spm(spm, all_texts(), model, vocab_size, character_coverage, input_sentence_size, num_threads)
+    except RuntimeError:
+        if failures:
+            raise failures[0] from None
+        raise
+    if failures:
+        raise failures[0]
+    return model.getvalue()
+
+
+def _train_spm(spm, sentences, model, vocab_size, character_coverage, input_sentence_size, num_threads) -> None:
     spm.SentencePieceTrainer.train(
-        sentence_iterator=all_texts(),
+        sentence_iterator=sentences,
         model_writer=model,
         model_type="unigram",
         vocab_size=vocab_size,
@@ -120,7 +140,6 @@ def train_sentencepiece(
         num_threads=num_threads or os.cpu_count() or 1,
         minloglevel=2,
     )
-    return model.getvalue()
 
 
 def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowercase: bool = True):

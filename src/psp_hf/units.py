@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .errors import native_panics
+
 UNK, PAD, SPACE = "<unk>", "<pad>", " "
 UNIT_CHOICES = ("piece", "word", "trigram")
 MODEL_UNITS = {"word": "words", "trigram": "trigrams"}  # --units name -> PSPConfig.units for character input
@@ -122,7 +124,8 @@ def _count_codes(tokenizer, texts: list[str], units: str, char_vocab_size: int, 
 
     totals: Counter = Counter()
     for start in range(0, len(texts), batch):
-        encodings = tokenizer.encode_batch_fast(texts[start : start + batch], add_special_tokens=False)
+        with native_panics("the tokenizer"):
+            encodings = tokenizer.encode_batch_fast(texts[start : start + batch], add_special_tokens=False)
         ids = [encoding.ids for encoding in encodings]
         lengths = torch.tensor([len(i) for i in ids])
         offsets = torch.zeros_like(lengths)

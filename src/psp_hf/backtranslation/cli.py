@@ -146,6 +146,16 @@ def run(args: argparse.Namespace) -> int:
 
     bounds = _bounds(args)
     _check_arguments(args, bounds)
+    from ..devices import check_device
+
+    check_device(args.device)  # before run.json is written: a bad device must not lock the folder
+    from ..io import cannot_be_hub_id
+
+    for flag in ("model", "lm", "score_model"):
+        value = getattr(args, flag, None)
+        # A mistyped local model is found now, not after hours of translating (--lm, --score-model come last).
+        if isinstance(value, str) and value and not Path(value).exists() and cannot_be_hub_id(value):
+            raise PSPInputError(f"--{flag.replace('_', '-')} {value}: no such model folder")
     out = _work_folder(args)
     stat = Path(args.bitext).stat()
     settings = TranslateSettings(

@@ -9,6 +9,7 @@ Inputs are `.npy` arrays (row i = input row i) or `psp embed-dataset` folders (r
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -74,6 +75,20 @@ def write_pairs(path: str | Path, columns: dict) -> None:
                     handle.write("\t".join(f"{x:.6f}" if isinstance(x, float) else str(x) for x in row) + "\n")
 
 
+def _finite_rows(rows, embeddings, path) -> tuple:
+    """Drop rows holding NaN or infinity (`psp embed --skip-bad-lines` writes a skipped line as a NaN row), saying
+    how many; Faiss would otherwise rank them as neighbours with a NaN cosine."""
+    import numpy as np
+
+    keep = np.ones(len(embeddings), dtype=bool)
+    for start in range(0, len(embeddings), 65536):  # in blocks: the array may be a memory map larger than RAM
+        keep[start : start + 65536] = np.isfinite(embeddings[start : start + 65536]).all(axis=1)
+    if keep.all():
+        return rows, embeddings
+    print(f"psp mine: {path}: skipped {int((~keep).sum())} row(s) holding NaN or infinity", file=sys.stderr)
+    return rows[keep], np.ascontiguousarray(embeddings[keep])
+
+
 def run(args: argparse.Namespace) -> int:
     """Load both sets, search them with Faiss, score the pairs and write them."""
     from ..errors import PSPInputError
@@ -83,9 +98,14 @@ def run(args: argparse.Namespace) -> int:
     k = args.k if args.k is not None else (4 if args.mode == "margin" else 10)
     if k < 1 or args.nprobe < 1:
         raise PSPInputError(f"-k and --nprobe must be at least 1, got {k} and {args.nprobe}")
+    for flag, value in (("--threshold", args.threshold), ("--min-margin", args.min_margin)):
+        if value is not None and not math.isfinite(value):  # every comparison with NaN is False: nothing mined
+            raise PSPInputError(f"{flag} must be a finite number, got {value}")
     start = time.perf_counter()
-    source_rows, source = load_embeddings(args.source)
-    target_rows, target = (source_rows, None) if args.target is None else load_embeddings(args.target)
+    source_rows, source = _finite_rows(*load_embeddings(args.source), args.source)
+    target_rows, target = (
+        (source_rows, None) if args.target is None else _finite_rows(*load_embeddings(args.target), args.target)
+    )
     if target is not None and target.shape[1] != source.shape[1]:
         raise PSPInputError(f"{args.source} has {source.shape[1]}-d embeddings, {args.target} {target.shape[1]}-d")
     if len(source) < 2 and target is None or len(source) == 0 or target is not None and len(target) == 0:

@@ -6,7 +6,6 @@ Every source yields its sentences one by one and never holds the whole input, so
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,9 @@ def list_parts(spec: str) -> list[Part]:
             raise PSPInputError(f"{spec}: no .txt/.tsv/.jsonl/.parquet files (or .gz) in this folder")
         return [Part(str(p), file_kind(p)) for p in files]
     # A Hub id is "name" or "owner/name"; anything else that does not exist is a mistyped path.
-    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or os.sep != "/" and os.sep in spec:
+    from ..io import cannot_be_hub_id
+
+    if cannot_be_hub_id(spec):
         raise PSPInputError(f"{spec}: no such file or folder")
     return [Part(spec, "hub")]
 
@@ -60,6 +61,11 @@ def iter_part(part: Part, column: str | None, data_config: str | None = None, sp
             yield decode_line(part.name, number, raw)
         return
     if column is None:
+        if part.kind == "hub":  # most often a mistyped local name: say that first
+            raise PSPInputError(
+                f"{part.name}: no such file or folder (as a Hub dataset id it would need --column NAME, the field "
+                "holding the sentences)"
+            )
         raise PSPInputError(f"{part.name}: give --column NAME, the field holding the sentences")
     if part.kind == "tsv":
         yield from _iter_tsv(part.name, column)

@@ -41,7 +41,7 @@ def check_output_folder(
     working directory is refused: replacing it would delete them. Without it, files are written into `out`.
     """
     if out.exists() and not out.is_dir():
-        raise PSPInputError(f"{flag} {out}: exists and is not a folder")
+        raise PSPInputError(f"{flag} {out}: exists and is not a folder (this output is a folder: give a folder name)")
     if out.exists() and not overwrite:
         raise PSPInputError(f"{flag} {out}: already exists; pass --overwrite to replace it")
     if out.exists() and replaces:

@@ -99,9 +99,11 @@ def _run_pool(args: argparse.Namespace) -> int:
 
 
 def _run_label(args: argparse.Namespace) -> int:
+    from ..devices import check_device
     from .checks import check_output_folder
     from .teacher_labels import label_pool
 
+    check_device(args.device)
     corpus = Path(args.corpus)
     pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
     if bitext_english(corpus) is not None:

@@ -306,7 +306,12 @@ def read_corpus(path: str | Path) -> list[str]:
         import pyarrow.parquet as pq
 
         return pq.read_table(path, columns=["sentence"]).column("sentence").to_pylist()
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    from ..io import read_sentences
+
+    if not path.is_file():
+        raise PSPInputError(f"{path}: no such file")
+    # The line reader: bad UTF-8 is an error naming FILE:LINE, a truncated .gz names the last good line.
+    return [line for line in read_sentences(path).rows if line]
 
 
 def build_pool(

@@ -218,6 +218,10 @@ def _load(model_id: str, source: str, name: str, kind: str, device: str) -> Enco
             ) from None
         from transformers.utils import logging as hf_logging
 
+        from ..model_folder import check_module_paths
+
+        if Path(source).is_dir():  # sentence-transformers joins modules.json's paths to the folder unchecked
+            check_module_paths(Path(source))
         # transformers draws a "Loading weights" bar for one small file; the harness shows its own progress.
         bar_was_enabled = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()

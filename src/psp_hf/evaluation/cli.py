@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         raise PSPInputError(f"--batch-size must be at least 1, got {args.batch_size}")
     check_output(args.output)
+    from ..devices import check_device
+
+    check_device(args.device)
     progress = not args.quiet and sys.stderr.isatty()
 
     def log(line: str) -> None:

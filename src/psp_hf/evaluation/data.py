@@ -114,6 +114,8 @@ def _floats(values: list[str], path: Path, column: str) -> np.ndarray:
         except ValueError:
             # +2: line 1 is the header and lines count from 1.
             raise PSPInputError(f"{path}:{index + 2}: {column} {value!r} is not a number") from None
+        if not np.isfinite(out[index]):  # "nan" parses, and would make the correlation NaN without a word
+            raise PSPInputError(f"{path}:{index + 2}: {column} {value!r} is not a finite number")
     return out
 
 

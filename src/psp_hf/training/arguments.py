@@ -11,11 +11,8 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
-import os
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
@@ -255,6 +252,9 @@ class TrainingArguments(EncoderArguments):
             )
         if not self.output_dir:
             raise PSPInputError("--output-dir is required")
+        from .finite import check_finite_arguments
+
+        check_finite_arguments(self)
         self._validate_teacher()
         positive = (
             "dim",
@@ -364,36 +364,6 @@ class TrainingArguments(EncoderArguments):
 FIELDS = {f.name: f for f in dataclasses.fields(TrainingArguments)}
 
 
-def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a JSON or YAML config file of `TrainingArguments` fields (dashes or underscores)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PSPInputError(f"--config {path}: no such file")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            values = yaml.safe_load(text)
-        else:
-            values = json.loads(text)
-    except Exception as error:  # both json and yaml errors carry the line number in their message
-        raise PSPInputError(f"{path}: not a valid config file: {error}") from None
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise PSPInputError(f"{path}: the config must be a mapping of setting names to values")
-    result: dict[str, Any] = {}
-    for key, value in values.items():
-        name = str(key).replace("-", "_")
-        if name not in FIELDS:
-            raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(FIELDS))})")
-        if name == "data" and isinstance(value, str):
-            value = [value]
-        result[name] = value
-    return result
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per `TrainingArguments` field (made by `HfArgumentParser`), `--no-X` for switches, `--config`."""
     from transformers import HfArgumentParser
@@ -425,6 +395,8 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
     """Merge flags, the `--config` file and defaults into validated `TrainingArguments`."""
     values: dict[str, Any] = {}
     if getattr(namespace, "config", None):
+        from .config_file import load_config_file
+
         values.update(load_config_file(namespace.config))
     for name in FIELDS:
         value = getattr(namespace, name, None)

@@ -1,8 +1,11 @@
 """Checkpoints through Accelerate's state saving, made atomic by a pointer file.
 
-`accelerator.save_state` writes the prepared module (safetensors), the optimizers, every process's RNG states
-and the objects registered with `register_for_checkpointing` (here `TrainState`: step, M, epoch, each process's
-position in the pair stream and the pool stream). It writes file by file, so a kill in the middle would leave a
+`accelerator.save_state` writes the prepared module (safetensors), the optimizers and every process's RNG states;
+psp writes `TrainState` (step, M, epoch, each process's position in the pair stream and the pool stream) itself as
+`train_state.json`. It is not registered with `register_for_checkpointing`, because Accelerate loads registered
+objects with a full unpickler (`weights_only=False`): a crafted run folder would run code on `--resume`. Everything
+else Accelerate loads with `torch.load(weights_only=True)`, which builds tensors and plain containers only. Saving
+writes file by file, so a kill in the middle would leave a
 half-written folder; it therefore writes into a temporary folder, which is renamed and then named in
 `checkpoint.json`, replaced atomically. Whatever moment a run is killed, `checkpoint.json` names a complete
 folder.
@@ -10,7 +13,8 @@ folder.
 Layout under `OUTPUT_DIR/training/`:
 
     checkpoint.json        {"folder": "checkpoint-3", "step": 120, ...}: the checkpoint to resume from
-    checkpoint-3/          the folder of `accelerator.save_state`, plus run.json (settings and process count)
+    checkpoint-3/          the folder of `accelerator.save_state`, plus run.json (settings and process count) and
+                           train_state.json (the counters)
     .checkpoint-tmp-4/     a save in progress; removed on failure and on SIGTERM, and by the next run if killed
 """
 
@@ -25,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
-from ..io import atomic_path
+from ..io import atomic_path, follow_umask
 
 CHECKPOINT_FORMAT = 2
 POINTER = "checkpoint.json"
 RUN_FILE = "run.json"
+STATE_FILE = "train_state.json"
+# What checkpoints of earlier versions hold the counters in (a pickle; read only with `weights_only=True`).
+LEGACY_STATE_FILE = "custom_checkpoint_0.pkl"
 TEMP_PREFIX = ".checkpoint-tmp-"
 FOLDER_PREFIX = "checkpoint-"
 EXPORT_PREFIX = ".export-"
@@ -62,9 +69,40 @@ class TrainState:
         return dataclasses.asdict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Set the counters from `state_dict()`'s output."""
+        """Set the counters from `state_dict()`'s output; anything else (unknown names, wrong types) is refused."""
+        problem = state_problem(state)
+        if problem:
+            raise ValueError(problem)
         for name, value in state.items():
             setattr(self, name, value)
+
+
+def _number(value: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def state_problem(state: Any) -> str | None:
+    """Why `state` is not a `TrainState.state_dict()` (None when it is one)."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not an object"
+    fields = {item.name: item for item in dataclasses.fields(TrainState)}
+    for name, value in state.items():
+        if name not in fields:
+            return f"unknown counter {name!r}"
+        default = getattr(TrainState(), name)
+        if name == "positions":
+            ok = isinstance(value, list) and all(_number(item, (int,)) and item >= 0 for item in value)
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif name in ("best_score", "last_score", "train_seconds"):
+            ok = (value is None and name != "train_seconds") or _number(value, (int, float))
+        elif default is None:
+            ok = value is None or _number(value, (int,))
+        else:
+            ok = _number(value, (int,)) and value >= 0
+        if not ok:
+            return f"counter {name!r} has the value {value!r}"
+    return None
 
 
 def _remove(path: Path) -> None:
@@ -122,19 +160,50 @@ class CheckpointStore:
         except (OSError, ValueError) as error:
             raise self._broken(f"{path} cannot be read ({error})") from None
 
-    def load(self, accelerator, rank: int) -> None:
-        """Restore the prepared module, optimizers, RNG states and registered objects of this process."""
+    def load(self, accelerator, rank: int, state: TrainState) -> None:
+        """Restore the prepared module, optimizers and RNG states of this process, and the counters into `state`.
+
+        Nothing here unpickles in full: Accelerate reads the optimizer and RNG files with
+        `torch.load(weights_only=True)`, and psp reads the counters from JSON (or, for a checkpoint of an earlier
+        version, from its pickle with `weights_only=True`)."""
         folder = self.folder()
         rng = folder / f"random_states_{rank}.pkl"
         if not rng.is_file():  # load_state would go on without it, and the run would not repeat itself
             raise self._broken(f"{rng} is missing")
+        state.load_state_dict(self._read_state(folder))
         try:
+            from accelerate.utils import load as safe_load
+
+            # load_state swallows an unreadable RNG file (it logs "Could not load random states" and goes on);
+            # reading it first, the same restricted way, makes a garbled or crafted one an error.
+            safe_load(rng, map_location="cpu")
             accelerator.load_state(folder)
         except Exception as error:  # truncated or garbled files: torch, safetensors and pickle errors alike
             raise self._broken(f"{folder} cannot be loaded ({type(error).__name__}: {error})") from None
 
+    def _read_state(self, folder: Path) -> dict[str, Any]:
+        try:
+            state = read_state_file(folder)
+        except Exception as error:  # OSError, JSON errors, and the restricted unpickler's refusals
+            raise self._broken(f"the counters in {folder} cannot be read ({type(error).__name__}: {error})") from None
+        problem = state_problem(state)
+        if problem:
+            raise self._broken(f"the counters in {folder} are not a training state: {problem}")
+        legacy = folder / LEGACY_STATE_FILE
+        if legacy.is_file():
+            # Upgrade to the JSON layout: Accelerate refuses a folder holding custom_checkpoint_N.pkl when no object
+            # is registered, and registering one would have it unpickle the file in full.
+            try:
+                (folder / STATE_FILE).write_text(json.dumps(state, indent=2), encoding="utf-8")
+                legacy.unlink()
+            except OSError as error:
+                raise self._broken(f"cannot rewrite {legacy} as {STATE_FILE} ({error.strerror or error})") from None
+        return state
+
     # ------------------------------------------------------------------------------------------ writing
-    def save(self, accelerator, is_main: bool, run_info: dict[str, Any], step: int, finished: bool) -> None:
+    def save(
+        self, accelerator, is_main: bool, run_info: dict[str, Any], state: TrainState, step: int, finished: bool
+    ) -> None:
         """Save the state into a temporary folder, then make it current (every process must call this)."""
         index = self._read_index() + 1
         temporary = self.training_dir / f"{TEMP_PREFIX}{index}"
@@ -146,6 +215,8 @@ class CheckpointStore:
             accelerator.save_state(temporary, safe_serialization=True)
             if is_main:
                 (temporary / RUN_FILE).write_text(json.dumps(run_info, indent=2), encoding="utf-8")
+                (temporary / STATE_FILE).write_text(json.dumps(state.state_dict(), indent=2), encoding="utf-8")
+                follow_umask(temporary.iterdir())  # the weights come 0600 from safetensors' writer
             accelerator.wait_for_everyone()
             if is_main:
                 final = self.training_dir / f"{FOLDER_PREFIX}{index}"
@@ -203,9 +274,17 @@ class CheckpointStore:
         return found
 
 
-def read_checkpoint_state(training_dir: str | os.PathLike) -> dict[str, Any]:
-    """The `TrainState` counters of the current checkpoint in `training_dir` (for inspection and tests)."""
+def read_state_file(folder: Path) -> Any:
+    """The counters saved in checkpoint `folder`: its JSON file, or an earlier version's pickle read restrictedly."""
+    path = folder / STATE_FILE
+    if path.is_file() or not (folder / LEGACY_STATE_FILE).is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
     import torch
 
-    folder = CheckpointStore(Path(training_dir)).folder()
-    return torch.load(folder / "custom_checkpoint_0.pkl", map_location="cpu", weights_only=True)
+    # weights_only=True: torch's restricted unpickler, which builds no objects but tensors and plain containers.
+    return torch.load(folder / LEGACY_STATE_FILE, map_location="cpu", weights_only=True)
+
+
+def read_checkpoint_state(training_dir: str | os.PathLike) -> dict[str, Any]:
+    """The `TrainState` counters of the current checkpoint in `training_dir` (for inspection and tests)."""
+    return read_state_file(CheckpointStore(Path(training_dir)).folder())

@@ -8,7 +8,9 @@ dataset's seeded shuffle (seed + epoch) that is enough to continue exactly where
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import logging
 import os
 import sys
 import zlib
@@ -168,6 +170,52 @@ def _tsv_dataset(files: list[str], header: list[str], skip_bad_lines: bool):
     return IterableDataset(ArrowExamplesIterable(tsv_tables, kwargs), info=DatasetInfo(features=features))
 
 
+@contextlib.contextmanager
+def reading_errors(description: str, files: list[Path] | None = None) -> Iterator[None]:
+    """Errors of `datasets` / pyarrow / pandas while streaming the data become one `PSPInputError` naming it.
+
+    `datasets` also logs a failed file at ERROR level before raising; that would be a second message (with a
+    traceback when logging's stream is gone), so its logger is held at CRITICAL while the data streams.
+    """
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    except PSPInputError:
+        raise
+    except Exception as error:  # noqa: BLE001 - parse errors of many libraries
+        located = _first_bad_json_line(files or [])  # the JSON readers' errors name no line: find it
+        if located:
+            raise PSPInputError(located) from None
+        reason = (str(error).splitlines() or [""])[0]
+        if "BatchSize must be greater than 0" in reason:  # pyarrow's answer to a parquet file with no rows
+            reason = "a table with no rows"
+        raise PSPInputError(f"--data {description}: reading failed: {reason}") from None
+    finally:
+        logger.setLevel(level)
+
+
+def _first_bad_json_line(files: list[Path]) -> str | None:
+    """`FILE:LINE: not a JSON object (...)` for the first line of a JSON Lines file that does not parse."""
+    import json
+
+    for path in files:
+        if not path.name.lower().endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+            continue
+        for number, raw in iter_raw_lines(path):
+            if not raw.strip():
+                continue
+            text = decode_line(path, number, raw)
+            try:
+                value = json.loads(text)
+            except ValueError as error:
+                return f"{path}:{number}: not valid JSON ({error})"
+            if not isinstance(value, dict):
+                return f"{path}:{number}: expected a JSON object, got {type(value).__name__}"
+    return None
+
+
 class PairSource:
     """Where training pairs come from, with the two text columns resolved.
 
@@ -227,7 +275,8 @@ class PairSource:
                 # errors name FILE:LINE like psp embed/score, and --skip-bad-lines counts instead of stopping.
                 dataset = _tsv_dataset(data_files, header, skip_bad_lines)
             else:
-                dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
+                with reading_errors(self.description, files):
+                    dataset = load_dataset(kind, data_files=data_files, split="train", streaming=True)
         return dataset
 
     def _resolve_columns(self, dataset, columns: list[str] | None, lang: str | None) -> None:
@@ -255,12 +304,10 @@ class PairSource:
     def _column_names(self, dataset) -> list[str]:
         if dataset.features is not None:
             return list(dataset.features)
-        try:
-            example = next(iter(dataset))
-        except StopIteration:
-            raise PSPInputError(f"--data {self.description}: no rows") from None
-        except Exception as error:
-            raise PSPInputError(f"--data {self.description}: cannot read: {error}") from None
+        with reading_errors(self.description, self.files):
+            example = next(iter(dataset), None)
+        if example is None:
+            raise PSPInputError(f"--data {self.description}: no rows")
         return list(example)
 
     def _detect_columns(self, names: list[str], lang: str | None) -> tuple[str, str]:
@@ -279,14 +326,15 @@ class PairSource:
     def texts(self, limit: int) -> Iterator[str]:
         """Up to `limit` sentences from both columns, in file order (for training a tokenizer)."""
         produced = 0
-        for chunk in self.dataset.iter(batch_size=1024):
-            for first, second in zip(*self._columns(chunk), strict=True):
-                for text in (first, second):
-                    if isinstance(text, str) and text.strip():
-                        yield text
-                        produced += 1
-                        if produced >= limit:
-                            return
+        with reading_errors(self.description, self.files):
+            for chunk in self.dataset.iter(batch_size=1024):
+                for first, second in zip(*self._columns(chunk), strict=True):
+                    for text in (first, second):
+                        if isinstance(text, str) and text.strip():
+                            yield text
+                            produced += 1
+                            if produced >= limit:
+                                return
 
     def _columns(self, chunk: dict) -> tuple[list, list]:
         if self.translation_langs is not None:
@@ -322,6 +370,7 @@ class PairStream:
         if world_size > 1:
             dataset = split_dataset_by_node(dataset, rank=rank, world_size=world_size)
         self.dataset = dataset
+        self.world_size = world_size
         self.skipped_rows = 0
         self.bad_lines = 0  # malformed lines skipped under --skip-bad-lines (this process's share)
         self.report_bad_lines = rank == 0
@@ -344,7 +393,8 @@ class PairStream:
         first: list[str] = []
         second: list[str] = []
         row = 0  # raw rows consumed so far in this epoch
-        try:
+        pairs = 0  # valid pairs met in this epoch
+        with reading_errors(self.source.description, self.source.files):
             for chunk in self.dataset.iter(batch_size=self.read_size):
                 left, right = self.source._columns(chunk)
                 bad = chunk.get(BAD_LINE) or [None] * len(left)
@@ -364,13 +414,15 @@ class PairStream:
                         continue
                     first.append(a)
                     second.append(b)
+                    pairs += 1
                     if len(first) == self.batch_size:
                         yield MiniBatchText(first, second, row + index + 1)
                         first, second = [], []
                 row += n
-        except PSPInputError:
-            raise
-        except Exception as error:  # pandas / arrow parse errors: name the data
-            raise PSPInputError(f"--data {self.source.description}: reading failed: {error}") from error
         if first:
             yield MiniBatchText(first, second, row)
+        if pairs == 0 and skip == 0 and self.world_size == 1:
+            # A header-only file (or all rows blank or bad) would otherwise train 0 steps and exit as a success.
+            raise PSPInputError(
+                f"--data {self.source.description}: no training pairs ({row} row(s) read, none with two sentences)"
+            )

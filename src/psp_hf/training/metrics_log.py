@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..errors import PSPInputError
 from ..io import atomic_path
 
 
@@ -42,6 +45,10 @@ class LogWindow:
         return cls(*(torch.zeros((), device=device) for _ in range(4)))
 
 
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)
+
+
 class MetricsLog:
     """Appends records to `path` (main process only; `enabled=False` elsewhere)."""
 
@@ -56,7 +63,14 @@ class MetricsLog:
         if not self.enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
+        # O_NOFOLLOW: a symlink planted at the log's name is an error, not a way to append to its target.
+        try:
+            handle = open(self.path, "a", encoding="utf-8", opener=_no_follow)  # noqa: SIM115 - closed below
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise PSPInputError(f"{self.path}: is a symlink; psp does not write through it") from None
+            raise
+        with handle:
             handle.write(json.dumps(record) + "\n")
         if self.sink is not None:
             self.sink(record)

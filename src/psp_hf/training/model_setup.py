@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import PSPInputError
 from .arguments import TrainingArguments
 
 
@@ -52,7 +53,7 @@ def load_or_train_tokenizer(
             say(f"continuing from {args.init_from}: its tokenizer and {args.dim}-d table")
             initial_model(args.init_from).tokenizer.save_pretrained(folder)
         elif args.tokenizer:
-            PreTrainedTokenizerFast.from_pretrained(args.tokenizer).save_pretrained(folder)
+            _checked_tokenizer(args.tokenizer).save_pretrained(folder)
         elif args.units != "piece":
             from .encoder_options import build_run_units
 
@@ -68,8 +69,13 @@ def load_or_train_tokenizer(
                 f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
                 "sentences of the training text"
             )
+            stream = texts(args.tokenizer_sentences)
+            first = next(stream, None)
+            if first is None:  # a header-only file, an empty prepared folder: say so, naming --data
+                what = " ".join(args.data) if args.data else "(the teacher pool)"
+                raise PSPInputError(f"--data {what}: no sentences to train the tokenizer on (only a header, or empty)")
             trained = train_tokenizer(
-                texts(args.tokenizer_sentences),
+                itertools.chain([first], stream),
                 vocab_size=args.vocab_size,
                 output_dir=folder,
                 lowercase=args.lowercase,
@@ -82,6 +88,21 @@ def load_or_train_tokenizer(
                 print(f"psp train: {warning}", file=sys.stderr, flush=True)
     wait_for_everyone()
     return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def _checked_tokenizer(name: str):
+    """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
+    from transformers import PreTrainedTokenizerFast
+
+    from ..model_folder import read_tokenizer
+
+    if Path(name).is_dir():
+        read_tokenizer(Path(name))  # psp's checked reader: malformed JSON, a tokenizer that panics on text
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(name)
+    except Exception as error:  # noqa: BLE001 - transformers raises many kinds for a missing or damaged tokenizer
+        reason = (str(error).splitlines() or [""])[0][:200]
+        raise PSPInputError(f"--tokenizer {name}: cannot load a tokenizer ({type(error).__name__}: {reason})") from None
 
 
 def prepared_tokenizer(data: list[str]):

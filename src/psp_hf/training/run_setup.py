@@ -169,10 +169,13 @@ class RunSetup:
         self.distilling = self.pool is not None and args.distill_weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
         self._build_model(resuming)
+        # Not registered with Accelerate (it would unpickle the counters in full): the store saves them as JSON.
         self.state = TrainState(positions=[0] * self.world_size)
-        self.accelerator.register_for_checkpointing(self.state)
         if resuming:
-            self.checkpoints.load(self.accelerator, self.rank)
+            self.checkpoints.load(self.accelerator, self.rank, self.state)
+            from .finite import check_loaded_weights
+
+            check_loaded_weights(self.model, self.checkpoints.folder())
             self.metrics.trim_to(self.state.step, self._say)
             state = self.state
             self._say(f"resumed at step {state.step} (epoch {state.epoch + 1}, M={state.megabatch_size})")

@@ -21,6 +21,7 @@ Layout of `--output-dir`:
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import signal
 import sys
@@ -30,10 +31,12 @@ from pathlib import Path
 import torch
 
 from ..errors import PSPInputError
+from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
 from .distillation_loss import distill_loss, pair_distill_loss
 from .export import finish_run
+from .finite import check_run_finite
 from .margin_loss import margin_loss
 from .matryoshka import nested_distill_loss, nested_loss
 from .metrics_log import LogWindow, peak_rss_mb
@@ -48,8 +51,13 @@ class TrainingStopped(SystemExit):
     """Raised in the main thread by SIGTERM, so that `finally` blocks remove the run's temporaries."""
 
 
-def _stop_on_sigterm(signum, frame) -> None:
-    print("psp train: stopped by SIGTERM; continue with --resume", file=sys.stderr, flush=True)
+def _stop_on_sigterm(signum, frame, checkpoints=None) -> None:
+    # --resume needs a complete checkpoint: before the first one, the advice is to start again.
+    if checkpoints is None or checkpoints.exists():
+        advice = "continue with --resume"
+    else:
+        advice = "no checkpoint was written yet; run the same command again (without --resume) to start over"
+    print(f"psp train: stopped by SIGTERM; {advice}", file=sys.stderr, flush=True)
     raise TrainingStopped(128 + signum)
 
 
@@ -61,7 +69,8 @@ class Trainer(RunSetup):
 
     def train(self) -> Path:
         """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
-        previous = signal.signal(signal.SIGTERM, _stop_on_sigterm) if _in_main_thread() else None
+        handler = functools.partial(_stop_on_sigterm, checkpoints=self.checkpoints)
+        previous = signal.signal(signal.SIGTERM, handler) if _in_main_thread() else None
         try:
             return self._train()
         except OSError as error:
@@ -82,7 +91,9 @@ class Trainer(RunSetup):
         args, state = self.args, self.state
         if self.is_main:
             self.training_dir.mkdir(parents=True, exist_ok=True)
-            (self.training_dir / "args.json").write_text(json.dumps(args.to_dict(), indent=2), encoding="utf-8")
+            # Atomically: a symlink planted at args.json is replaced, never followed to overwrite its target.
+            with atomic_path(self.training_dir / "args.json") as temporary:
+                temporary.write_text(json.dumps(args.to_dict(), indent=2), encoding="utf-8")
         self._describe()
         if state.step == 0 and not args.resume:
             score = self.evaluate()
@@ -321,6 +332,7 @@ class Trainer(RunSetup):
         state, window = self.state, self.window
         steps = max(window.steps, 1)
         mean_loss = float(window.loss) / steps
+        check_run_finite(self, mean_loss, float(window.norm))
         record = {
             "event": "train",
             "step": state.step,
@@ -394,10 +406,11 @@ class Trainer(RunSetup):
 
     def save_checkpoint(self) -> None:
         """Save the run's state (every process must call this; each writes its RNG state)."""
+        check_run_finite(self)  # a diverged run keeps its last good checkpoint
         state = self.state
         state.positions = self._gather_positions(state.positions[self.rank])
         run_info = {"args": self.args.to_dict(), "world_size": self.world_size}
-        self.checkpoints.save(self.accelerator, self.is_main, run_info, state.step, state.finished)
+        self.checkpoints.save(self.accelerator, self.is_main, run_info, state, state.step, state.finished)
 
     def _gather_positions(self, position: int) -> list[int]:
         if self.world_size == 1:

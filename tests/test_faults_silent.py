@@ -1,0 +1,228 @@
+"""Issue 35, class 2 (nothing wrong in silence): NaN and infinity stop a run or are refused, an empty training
+file is an error, NaN rows and arguments in `psp mine`, NaN weights in model2vec folders, empty int8 results,
+overlapping safetensors, NaN gold scores, and file modes that follow the umask."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
+
+from psp_hf.errors import PSPInputError
+from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tok")
+    build_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return build_model(tmp_path_factory.mktemp("m") / "model")
+
+
+# ------------------------------------------------------------------------------------------ training
+@pytest.mark.parametrize("flag,value", [("--lr", "nan"), ("--lr", "inf"), ("--margin", "nan"), ("--init-std", "inf")])
+def test_non_finite_numbers_are_refused_before_training(tmp_path, tokenizer, train_here, flag, value):
+    pairs = english_pairs(tmp_path / "pairs.tsv", 20)
+    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), flag, value)
+    assert code == 2
+    assert f"{flag} must be a finite number" in one_error_line(err)
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, tokenizer, train_here, monkeypatch):
+    import torch
+
+    from psp_hf.training.trainer import Trainer
+
+    real_step = Trainer._train_step
+
+    def step_that_diverges(self, *args, **kwargs):  # from step 3 on the weights are NaN (a blown-up update)
+        result = real_step(self, *args, **kwargs)
+        if self.state.step >= 2:
+            with torch.no_grad():
+                self.model.embeddings.weight.fill_(float("nan"))
+        return result
+
+    monkeypatch.setattr(Trainer, "_train_step", step_that_diverges)
+    pairs = english_pairs(tmp_path / "pairs.tsv", 80)
+    out = tmp_path / "run"
+    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(out), "--save-every", "2")
+    assert code == 2
+    line = one_error_line(err)
+    assert "training diverged" in line and "the last good checkpoint" in line and "(step 2)" in line
+    assert read_checkpoint_state(out / "training")["step"] == 2  # nothing after the divergence was saved
+    assert not (out / "model.safetensors").exists()  # and no NaN model was exported
+
+
+def test_resuming_a_checkpoint_with_nan_weights_is_refused(tmp_path, tokenizer, train_here):
+    from safetensors.torch import load_file, save_file
+
+    pairs = english_pairs(tmp_path / "pairs.tsv", 40)
+    common = small_run(pairs, tokenizer)
+    out = tmp_path / "run"
+    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    weights = CheckpointStore(out / "training").folder() / "model.safetensors"
+    tensors = load_file(weights)
+    name = next(iter(tensors))
+    tensors[name][3] = float("nan")
+    save_file(tensors, weights)
+    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    assert code == 2 and "holds NaN or infinite values" in one_error_line(err)
+
+
+def test_a_header_only_training_file_is_an_error(tmp_path, tokenizer, train_here):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("sentence1\tsentence2\n")
+    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"))
+    assert code == 2 and "no training pairs" in one_error_line(err)
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+# ------------------------------------------------------------------------------------------ psp mine
+def test_mine_refuses_a_nan_threshold(tmp_path):
+    np.save(tmp_path / "e.npy", np.eye(4, dtype=np.float32))
+    code, _, err = run_cli(
+        "mine", str(tmp_path / "e.npy"), "--mode", "threshold", "--threshold", "nan", "-o", str(tmp_path / "x.tsv")
+    )
+    assert code == 2 and "--threshold must be a finite number" in one_error_line(err)
+
+
+def test_mine_skips_nan_rows(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(6, 8)).astype(np.float32)
+    embeddings = np.concatenate([base, base + 0.01 * rng.normal(size=(6, 8)).astype(np.float32)])
+    embeddings[4] = np.nan  # what psp embed --skip-bad-lines writes for a skipped line
+    np.save(tmp_path / "e.npy", embeddings)
+    out = tmp_path / "pairs.tsv"
+    code, _, err = run_cli("mine", str(tmp_path / "e.npy"), "--mode", "threshold", "--threshold", "0.9", "-o", str(out))
+    assert code == 0, err
+    assert "skipped 1 row(s) holding NaN" in err
+    rows = [line.split("\t") for line in out.read_text().splitlines()[1:]]
+    assert rows, "the near-duplicates were not found"
+    assert all("4" not in (row[0], row[1]) for row in rows)
+    assert all(np.isfinite(float(row[2])) for row in rows)
+
+
+# ------------------------------------------------------------------------------------------ model folders
+def _model2vec(model: Path, folder: Path, change) -> Path:
+    from safetensors.numpy import load_file, save_file
+
+    from psp_hf import load
+    from psp_hf.static_models import save_model2vec
+
+    save_model2vec(load(model), folder)
+    tensors = load_file(folder / "model.safetensors")
+    change(tensors)
+    save_file(tensors, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_model2vec_weights_are_refused_in_one_line(tmp_path, model, value):
+    def poison(tensors):
+        tensors["embeddings"][5, 2] = value
+
+    folder = _model2vec(model, tmp_path / "m2v", poison)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on the way
+        code, _, err = run_cli("info", str(folder))
+    assert code == 2
+    assert "embeddings has NaN or infinite values (row 5" in one_error_line(err)
+
+
+def test_non_finite_model2vec_piece_weights_are_refused(tmp_path, model):
+    def add_weights(tensors):
+        weights = np.ones(len(tensors["embeddings"]), dtype=np.float32)
+        weights[1] = np.inf
+        tensors["weights"] = weights
+
+    folder = _model2vec(model, tmp_path / "m2v", add_weights)
+    with pytest.raises(PSPInputError, match="weights has NaN or infinite values"):
+        from psp_hf import load
+
+        load(folder)
+
+
+@pytest.mark.parametrize("precision,dtype", [("int8", np.int8), ("uint8", np.uint8), ("binary", np.int8),
+                                             ("ubinary", np.uint8), ("float16", np.float16)])  # fmt: skip
+def test_encoding_no_sentences_keeps_the_precision_dtype(model, precision, dtype):
+    from psp_hf import load
+
+    result = load(model).encode([], precision=precision)
+    assert result.dtype == dtype and result.shape[0] == 0
+
+
+def _safetensors(path: Path, header: dict, data: bytes) -> None:
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+def test_safetensors_with_overlapping_tensors_are_refused(tmp_path, model):
+    import shutil
+
+    folder = tmp_path / "overlap"
+    shutil.copytree(model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    vocab, dim = config["vocab_size"], config["hidden_size"]
+    table_bytes = vocab * dim * 4
+    header = {
+        "embeddings.weight": {"dtype": "F32", "shape": [vocab, dim], "data_offsets": [0, table_bytes]},
+        "piece_weights": {"dtype": "F32", "shape": [vocab], "data_offsets": [0, vocab * 4]},  # inside the table
+    }
+    _safetensors(folder / "model.safetensors", header, np.ones(vocab * dim, dtype="<f4").tobytes())
+    code, _, err = run_cli("info", str(folder))
+    assert code == 2 and "overlap" in one_error_line(err)
+
+
+# ------------------------------------------------------------------------------------------ psp eval data
+def test_a_nan_gold_score_is_a_data_error(tmp_path):
+    from psp_hf.evaluation.data import _score_pairs
+
+    path = tmp_path / "sts.tsv"
+    path.write_text("score\tsentence1\tsentence2\n4.0\ta dog\ta dog\nnan\ta cat\tthe cat\n")
+    with pytest.raises(PSPInputError, match=r"sts\.tsv:3: score 'nan' is not a finite number"):
+        _score_pairs(path, "sts")
+
+
+# ------------------------------------------------------------------------------------------ file modes
+@pytest.fixture
+def umask_027():
+    previous = os.umask(0o027)
+    yield 0o640
+    os.umask(previous)
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in folder.rglob("*") if p.is_file()}
+
+
+def test_save_pretrained_files_follow_the_umask(tmp_path, model, umask_027):
+    from psp_hf import load
+
+    load(model).save_pretrained(tmp_path / "saved")
+    modes = _modes(tmp_path / "saved")
+    assert modes["model.safetensors"] == umask_027
+    assert set(modes.values()) == {umask_027}, modes
+
+
+def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_here, umask_027):
+    pairs = english_pairs(tmp_path / "pairs.tsv", 40)
+    out = tmp_path / "run"
+    assert train_here(*small_run(pairs, tokenizer), "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    checkpoint = _modes(CheckpointStore(out / "training").folder())
+    assert checkpoint["model.safetensors"] == umask_027 and set(checkpoint.values()) == {umask_027}, checkpoint
+    assert _modes(out)["model.safetensors"] == umask_027
+    code, _, err = run_cli("export", str(out), "-o", str(tmp_path / "m2v"), "--format", "model2vec")
+    assert code == 0, err
+    assert _modes(tmp_path / "m2v")["model.safetensors"] == umask_027

@@ -1,0 +1,160 @@
+"""Issue 35, class 3 (no traceback): the default `psp train` path (vocabulary trained from the data) on bad data,
+unusable --seed / --tokenizer / --device, damaged config.json and model2vec folders, and `psp prepare label` on bad
+UTF-8. Each ends in one `psp: error:` line naming the file and line, or the argument."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fault_helpers import build_model, english_pairs, one_error_line, run_cli, small_run
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return build_model(tmp_path_factory.mktemp("m") / "model")
+
+
+def _data(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A damaged training file (or folder) and what the error must say."""
+    good = english_pairs(tmp_path / "good.tsv", 40).read_bytes()
+    if kind == "bad-utf8":
+        path = tmp_path / "data.tsv"
+        path.write_bytes(good.replace(b"\na ", b"\na \xff\xfe ", 1))
+        return path, f"{path}:2: not valid UTF-8"
+    if kind == "short-row":
+        path = tmp_path / "data.tsv"
+        path.write_bytes(good + b"only one column\n")
+        return path, f"{path}:42: expected 2 tab-separated fields"
+    if kind == "long-row":
+        path = tmp_path / "data.tsv"
+        path.write_bytes(good + b"one\ttwo\tthree\n")
+        return path, f"{path}:42: expected 2 tab-separated fields"
+    if kind == "truncated-gz":
+        path = tmp_path / "data.tsv.gz"
+        path.write_bytes(gzip.compress(good * 40)[:-300])
+        return path, "truncated or corrupt after line"
+    if kind == "header-only":
+        path = tmp_path / "data.tsv"
+        path.write_bytes(b"sentence1\tsentence2\n")
+        return path, "no sentences to train the tokenizer on"
+    if kind == "empty-parquet":  # a prepared folder whose table has no rows
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder = tmp_path / "prepared"
+        folder.mkdir()
+        pq.write_table(pa.table({"sentence1": pa.array([], pa.string()), "sentence2": pa.array([], pa.string())}),
+                       folder / "train.parquet")  # fmt: skip
+        return folder, "a table with no rows"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["bad-utf8", "short-row", "long-row", "truncated-gz", "header-only", "empty-parquet"])
+def test_training_the_vocabulary_on_bad_data_is_one_error_line(tmp_path, train_here, kind):
+    data, message = _data(tmp_path, kind)
+    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--max-steps", "2")
+    assert code == 2
+    line = one_error_line(err)
+    assert message in line
+    assert "INTERNAL" not in line and "RuntimeError" not in line  # not the sentencepiece trainer's wrapper
+
+
+def test_training_the_vocabulary_on_good_data_still_works(tmp_path, train_here):
+    data = english_pairs(tmp_path / "good.tsv", 40)
+    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--max-steps", "2")
+    assert code == 0, err
+    assert (tmp_path / "run" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_an_out_of_range_seed_is_one_error_line(tmp_path, train_here, seed):
+    data = english_pairs(tmp_path / "good.tsv", 20)
+    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--seed", seed)
+    assert code == 2 and "--seed must be in [0, 2**32)" in one_error_line(err)
+
+
+@pytest.mark.parametrize("damage", ["not-json", "json-array", "truncated"])
+def test_a_corrupt_tokenizer_given_as_tokenizer_is_one_error_line(tmp_path, model, train_here, damage):
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    text = (model / "tokenizer.json").read_text()
+    (folder / "tokenizer.json").write_text(
+        {"not-json": "{oops", "json-array": "[1, 2]", "truncated": text[:500]}[damage]
+    )
+    data = english_pairs(tmp_path / "good.tsv", 20)
+    code, err = train_here(*small_run(data, folder), "--output-dir", str(tmp_path / "run"))
+    assert code == 2 and str(folder / "tokenizer.json") in one_error_line(err)
+
+
+def test_a_config_json_holding_an_array_is_one_error_line(tmp_path, model):
+    folder = tmp_path / "m"
+    shutil.copytree(model, folder)
+    (folder / "config.json").write_text("[1, 2, 3]")
+    code, _, err = run_cli("info", str(folder))
+    assert code == 2 and "config.json: expected a JSON object" in one_error_line(err)
+
+
+def _model2vec(model: Path, folder: Path, change) -> Path:
+    from safetensors.numpy import load_file, save_file
+
+    from psp_hf import load
+    from psp_hf.static_models import save_model2vec
+
+    save_model2vec(load(model), folder)
+    tensors = load_file(folder / "model.safetensors")
+    change(tensors)
+    save_file(tensors, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda t: t.update(mapping=np.arange(len(t["embeddings"]), dtype=np.int64) + 5), "points outside"),
+        (lambda t: t.update(mapping=-np.ones(len(t["embeddings"]), dtype=np.int64)), "points outside"),
+        (lambda t: t.update(embeddings=t["embeddings"].reshape(-1)), "must be a 2-D table"),
+        (lambda t: t.update(weights=np.ones(3, dtype=np.float32)), "'weights' has shape"),
+    ],
+    ids=["mapping-past-the-end", "negative-mapping", "1-D-table", "short-weights"],
+)
+def test_damaged_model2vec_folders_are_one_error_line(tmp_path, model, change, message):
+    folder = _model2vec(model, tmp_path / "m2v", change)
+    code, _, err = run_cli("info", str(folder))
+    assert code == 2 and message in one_error_line(err)
+
+
+def test_prepare_label_names_the_line_of_bad_utf8(tmp_path):
+    corpus = tmp_path / "pool.txt"
+    corpus.write_bytes(b"a good sentence\nanother one\nbad \xff byte\n")
+    code, _, err = run_cli("prepare", "label", "--corpus", str(corpus), "--cache", str(tmp_path / "cache"))
+    assert code == 2 and f"{corpus}:3: not valid UTF-8" in one_error_line(err)
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda:99"])
+def test_prepare_label_refuses_an_unusable_device_first(tmp_path, device, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on a machine with a GPU
+    corpus = tmp_path / "pool.txt"
+    corpus.write_text("a sentence\n")
+    argv = ("prepare", "label", "--corpus", str(corpus), "--cache", str(tmp_path / "cache"), "--device", device)
+    code, _, err = run_cli(*argv)
+    assert code == 2 and "--device" in one_error_line(err)
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda"])
+def test_backtranslate_refuses_an_unusable_device_before_its_run_file(tmp_path, device, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    bitext = tmp_path / "bt.tsv"
+    bitext.write_text("ein hund\ta dog\n")
+    out = tmp_path / "out"
+    argv = ("backtranslate", str(bitext), "--src-lang", "de", "--model", str(tmp_path / "nomodel"), "--out", str(out))
+    code, _, err = run_cli(*argv, "--device", device)
+    assert code == 2 and f"--device {device!r}" in one_error_line(err) or f"--device {device}:" in err
+    assert not out.exists()  # no run.json that would refuse the corrected command
