@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
+from .argument_checks import check_types
 from .encoder_options import EncoderArguments
+from .multilingual import MultilingualArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
@@ -38,7 +40,7 @@ def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict[str,
 
 
 @dataclass
-class TrainingArguments(EncoderArguments):
+class TrainingArguments(MultilingualArguments, EncoderArguments):
     """Settings of one training run (see `psp train --help` for each one)."""
 
     # ---- data
@@ -313,9 +315,11 @@ class TrainingArguments(EncoderArguments):
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 
     def _validate_teacher(self) -> None:
+        from .multilingual import validate_multilingual
         from .teacher_arguments import validate_teacher_settings
 
         validate_teacher_settings(self)
+        validate_multilingual(self)
 
     # ---- derived settings
     def distill_only(self) -> bool:
@@ -433,20 +437,6 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
         arguments = TrainingArguments(**values)
     except TypeError as error:
         raise PSPInputError(f"bad training settings: {error}") from None
-    _check_types(arguments)
+    check_types(arguments, FIELDS)
     arguments.validate()
     return arguments
-
-
-def _check_types(arguments: TrainingArguments) -> None:
-    # Config files can hold any JSON type; catch a string where a number belongs before training starts.
-    expected = {"int": int, "float": (int, float), "bool": bool, "float | None": (int, float), "int | None": int}
-    for name, spec in FIELDS.items():
-        wanted = expected.get(str(spec.type))
-        value = getattr(arguments, name)
-        if wanted is None or (value is None and str(spec.type).endswith("| None")):
-            continue
-        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-            raise PSPInputError(f"setting {name!r} must be {str(spec.type)}, got {value!r}")
-        if str(spec.type).startswith("float"):
-            setattr(arguments, name, float(value))
