@@ -197,9 +197,9 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
         metadata=_arg(
             "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
             "all-MiniLM-L6-v2; or e5-small, use-multilingual, e5-small+use-multilingual: docs/teachers.md) "
-            "labels the English sides into --teacher-cache (default OUTPUT_DIR/training/"
-            "teacher-labels; labelled once, resumable) and both sides learn teacher(English); implies "
-            "--distill-weight 1 unless given"
+            "labels the sentences into --teacher-cache (default OUTPUT_DIR/training/teacher-labels; labelled once, "
+            "resumable); both sides of a pair learn its vectors as --bitext-targets says (an English-only teacher: "
+            "teacher(English side)); implies --distill-weight 1 unless given"
         ),
     )
     init_rows_from: str | None = field(
