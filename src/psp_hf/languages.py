@@ -1,13 +1,16 @@
 """`psp languages`: the X–English models end to end, one language after another, resumable.
 
-For each language: prepare (the bitext of the data folder, plus the Debian registry pairs when unpacked) ->
-label (the English side, through the teacher cache) -> train (multilingual distillation + margin loss, within a
-time budget) -> evaluate (Tatoeba of the language, the STS17 tracks that involve it, English STS12–16 and STS-B)
--> card (rendered from the run's numbers into the model folder, which is then ready for `psp push`).
+For each language: prepare (the bitext sources of the data folder chosen by name, plus the Debian registry pairs
+when unpacked, and the monolingual text for a multilingual teacher; see languages_data.py) -> label (through the
+teacher cache: the English side, and with a multilingual teacher the other side and the monolingual text) -> train
+(multilingual distillation + margin loss, within a time budget, checkpoints chosen on the PUD pairs) -> evaluate
+(Tatoeba of the language, the STS17 tracks that involve it, English STS12–16 and STS-B) -> card (rendered from the
+run's numbers into the model folder, which is then ready for `psp push`).
 
 Layout of `--out`:
 
     <xx>/data/            the prepared bitext (psp prepare)
+    <xx>/mono/            the prepared monolingual text (sentences.txt.gz, report.json), when chosen
     <xx>/model/           the model folder (psp train --output-dir), its card rendered with the results
     <xx>/eval.json        psp eval's report
     <xx>/done-<step>      written when a step succeeded; a later run skips that step
@@ -38,18 +41,11 @@ from .data.registry_bitext import (
 from .data_folder import data_dir
 from .errors import PSPInputError
 from .io import atomic_path
+from .languages_data import add_data_arguments
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
-# Bitext of the data folder per language (relative to it): Multi30k (human or NLLB translations) and WMT news.
-BITEXT = {
-    "ar": ["bitext/multi30k-nllb/ar-en/train.tsv.gz"],
-    "de": ["bitext/multi30k/de-en/train.tsv.gz", "bitext/wmt-news/de-en.tsv.gz"],
-    "es": ["bitext/multi30k-nllb/es-en/train.tsv.gz", "bitext/wmt-news/es-en.tsv.gz"],
-    "fr": ["bitext/multi30k/fr-en/train.tsv.gz", "bitext/wmt-news/fr-en.tsv.gz"],
-    "ru": ["bitext/wmt-news/ru-en.tsv.gz"],
-    "tr": ["bitext/wmt-news/tr-en.tsv.gz"],
-    "zh": ["bitext/multi30k-nllb/zh-en/train.tsv.gz", "bitext/wmt-news/zh-en.tsv.gz"],
-}
+# The bitext sources (data/language_sources.py) are chosen by name with --sources; the default set per language is
+# Multi30k (human or NLLB translations) and WMT news, as before the documentation, MLQE-PE and PUD sources came.
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
 REGISTRY_SOURCES = SOURCE_KINDS
@@ -79,6 +75,13 @@ class Settings:
     extra: tuple[str, ...] = ()
     margin_only: bool = False  # the baseline: P-SP's margin loss alone, no teacher
     init_rows_from: str | None = None  # an English psp model: its rows start the shared pieces (and set the width)
+    sources: str = "default"  # --sources, --mono-sources ...: see languages_data.add_data_arguments
+    mono_sources: str = "auto"
+    mono_limit: int | None = 50_000
+    non_commercial: bool = False
+    bitext_targets: str = "auto"
+    mono_weight: float = 1.0
+    dev: str = "pud"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
         "language's start from it, and the width is its own (--dim is then ignored)",
     )
+    add_data_arguments(parser)
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
 
 
@@ -131,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     languages = [code.strip() for code in args.langs.split(",") if code.strip()]
-    unknown = [code for code in languages if code not in BITEXT]
+    unknown = [code for code in languages if code not in LANGUAGES]
     if unknown:
-        raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(BITEXT)})")
+        raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(LANGUAGES)})")
     kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)
@@ -159,7 +163,18 @@ def run(args: argparse.Namespace) -> int:
         extra=tuple(shlex.split(args.train_args)),
         margin_only=args.margin_only,
         init_rows_from=args.init_rows_from,
+        sources=args.sources,
+        mono_sources=args.mono_sources,
+        mono_limit=args.mono_limit,
+        non_commercial=args.non_commercial,
+        bitext_targets=args.bitext_targets,
+        mono_weight=args.mono_weight,
+        dev=args.dev,
     )
+    from .languages_data import check_data
+
+    for code in languages:  # a wrong source name or a missing dev set fails before any work
+        check_data(code, settings)
     rows = [build_language(code, settings) for code in languages]
     write_summary(out, rows)
     print(summary_markdown(rows))
@@ -198,17 +213,15 @@ def build_language(code: str, settings: Settings) -> dict:
 
 
 def _prepare(code: str, folder: Path, settings: Settings) -> dict:
-    from .data.prepare import prepare_bitext
-
-    inputs = [settings.data / path for path in BITEXT[code]]
-    missing = [str(path) for path in inputs if not path.is_file()]
-    if missing:
-        raise PSPInputError(f"{code}: bitext missing: {', '.join(missing)}")
     import shutil
     import tempfile
 
+    from .data.prepare import prepare_bitext
+    from .languages_data import prepare_mono_text, stage_sources
+
     staging = Path(tempfile.mkdtemp(prefix="psp-languages-"))
     try:
+        inputs, licences = stage_sources(code, settings, staging)
         registry = []
         if settings.registry:
             sources = bitext_sources(code, local_root(), settings.registry_sources)
@@ -228,9 +241,15 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if registry:
-        report["sources"] = {source.name: {"license": source.license, "kind": source.kind} for source in sources}
-        add_licences(folder / "data", report)
-    return {"pairs": report["pairs_out"], "inputs": [Path(item["path"]).name for item in report["inputs"]]}
+        licences.update({source.name: {"license": source.license, "kind": source.kind} for source in sources})
+    report["sources"] = licences
+    add_licences(folder / "data", report)
+    mono = prepare_mono_text(code, folder, settings)
+    return {
+        "pairs": report["pairs_out"],
+        "inputs": [Path(item["path"]).name for item in report["inputs"]],
+        "mono_sentences": mono["sentences"] if mono else 0,
+    }
 
 
 def _label(code: str, folder: Path, settings: Settings) -> dict:
@@ -242,11 +261,11 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
         import torch
 
         torch.set_num_threads(settings.threads)
-    from .data.cli_sources import bitext_english
+    from .languages_data import sentences_to_label
 
-    english = bitext_english(folder / "data")
-    labels = BitextTeacher.prepare(english, settings.teacher_cache, settings.teacher, say=lambda m: _say(code, m))
-    return {"english": len(english), "labelled_now": labels.labelled_now, "teacher": labels.teacher}
+    sentences = sentences_to_label(code, folder, settings)
+    labels = BitextTeacher.prepare(sentences, settings.teacher_cache, settings.teacher, say=lambda m: _say(code, m))
+    return {"sentences": len(sentences), "labelled_now": labels.labelled_now, "teacher": labels.teacher}
 
 
 # Per-language flags on top of --init-rows-from (results/languages.md). Arabic's vocabulary shares the fewest
@@ -272,7 +291,9 @@ def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
         arguments += ["--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache)]
     if settings.threads:
         arguments += ["--threads", str(settings.threads)]
-    return arguments + list(settings.extra)
+    from .languages_data import multilingual_train_arguments
+
+    return arguments + multilingual_train_arguments(code, folder, settings) + list(settings.extra)
 
 
 def _train(code: str, folder: Path, settings: Settings) -> dict:
@@ -340,12 +361,15 @@ def training_info(model: Path) -> dict:
 def _card(code: str, folder: Path, settings: Settings) -> dict:
     from . import load
     from .hub.card import write_model_card
+    from .languages_data import NON_COMMERCIAL_LICENSE, card_training_text
 
     evaluation = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
     model = folder / "model"
-    write_model_card(
-        model, load(model), language=code, eval_results=evaluation["card_results"], training_info=training_info(model)
-    )
+    info = training_info(model)
+    info["training_text"], non_commercial = card_training_text(folder, info.get("dev_bitext"))
+    if non_commercial:
+        info["license"] = NON_COMMERCIAL_LICENSE
+    write_model_card(model, load(model), language=code, eval_results=evaluation["card_results"], training_info=info)
     return {"card": str(model / "README.md")}
 
 

@@ -6,6 +6,8 @@ psp prepare bitext --lang de de-en.tsv.gz --out data/bitext-de
 psp prepare pool --out POOL                          # unlabelled English text, evaluation sentences removed
 psp prepare label --corpus POOL --cache CACHE        # teacher embeddings of the pool (resumable)
 psp prepare mine-pairs --cache CACHE --out pairs.tsv # paraphrase pairs mined with the teacher
+psp prepare bitext-sources --lang fr --sources default,python-docs --out DIR   # the data folder's bitext by name
+psp prepare mono --lang fr --out DIR                 # monolingual text for a multilingual teacher
 
 Every argument and output is checked before the work starts; a bad one is one `psp: error: ...` line.
 """
@@ -213,6 +215,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .cli_sources import add_source_commands
 
     add_source_commands(sub)
+    from .cli_languages import add_language_commands
+
+    add_language_commands(sub)
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -232,10 +237,12 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run `psp prepare`; the recipes print a summary of the counts on stderr."""
+    from .cli_languages import LANGUAGE_COMMANDS
     from .cli_sources import SOURCE_COMMANDS
 
-    if args.kind in SOURCE_COMMANDS:
-        return SOURCE_COMMANDS[args.kind](args)
+    commands = {**SOURCE_COMMANDS, **LANGUAGE_COMMANDS}
+    if args.kind in commands:
+        return commands[args.kind](args)
     from .prepare import prepare_bitext, prepare_paraphrases
 
     if args.out is None and args.push_to_hub is None:

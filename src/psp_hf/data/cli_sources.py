@@ -128,14 +128,17 @@ def _run_label(args: argparse.Namespace) -> int:
 
 
 def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
-    """`psp prepare label --corpus BITEXT_FOLDER`: the English side of prepared bitext (multilingual distillation)."""
+    """`psp prepare label --corpus BITEXT_FOLDER`: the English side of prepared bitext (multilingual distillation);
+    with a multilingual teacher both sides (what `psp train --bitext-targets same|both` asks for)."""
     import time
 
+    from ..training.multilingual import teacher_is_multilingual
     from .checks import check_output_folder
     from .teacher_labels import TeacherCache, labelling_teacher, teacher_name
 
     check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
-    english = bitext_english(folder)
+    both = teacher_is_multilingual(args.teacher)
+    english = bitext_english(folder, other_side=both)
     if args.max_sentences is not None:
         english = english[: args.max_sentences]
     teacher = labelling_teacher(args.teacher, args.backend, args.threads, Path(args.cache) / "onnx", args.device)
@@ -150,24 +153,30 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
         backend=args.backend,
     )
     seconds = time.perf_counter() - started
-    print(f"labelled {count} new English sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
+    side = "" if both else " English"
+    print(f"labelled {count} new{side} sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0
 
 
-def bitext_english(folder: Path) -> list[str] | None:
-    """The distinct English sentences of a bitext folder written by `psp prepare bitext` (None for anything else)."""
+def bitext_english(folder: Path, other_side: bool = False) -> list[str] | None:
+    """The distinct English sentences of a bitext folder written by `psp prepare bitext` (None for anything else);
+    `other_side`: the other language's sentences too."""
     import json
 
-    report = folder / "report" / "report.json"
-    if not (folder.is_dir() and report.is_file()):
+    report_file = folder / "report" / "report.json"
+    if not (folder.is_dir() and report_file.is_file()):
         return None
-    if json.loads(report.read_text(encoding="utf-8")).get("kind") != "bitext":
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    if report.get("kind") != "bitext":
         return None
     import pyarrow.parquet as pq
 
+    columns = list(report.get("languages", ["en"])) if other_side else ["en"]
     sentences: dict[str, None] = {}
     for shard in sorted((folder / "data").glob("*.parquet")):
-        sentences.update(dict.fromkeys(pq.read_table(shard, columns=["en"]).column("en").to_pylist()))
+        table = pq.read_table(shard, columns=columns)
+        for column in columns:
+            sentences.update(dict.fromkeys(table.column(column).to_pylist()))
     return list(sentences)
 
 

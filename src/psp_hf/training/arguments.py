@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PSPInputError
+from .argument_checks import check_types
 from .encoder_options import EncoderArguments
+from .multilingual import MultilingualArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
@@ -35,7 +37,7 @@ def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict[str,
 
 
 @dataclass
-class TrainingArguments(EncoderArguments):
+class TrainingArguments(MultilingualArguments, EncoderArguments):
     """Settings of one training run (see `psp train --help` for each one)."""
 
     # ---- data
@@ -192,9 +194,9 @@ class TrainingArguments(EncoderArguments):
         metadata=_arg(
             "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
             "all-MiniLM-L6-v2; or e5-small, use-multilingual, e5-small+use-multilingual: docs/teachers.md) "
-            "labels the English sides into --teacher-cache (default OUTPUT_DIR/training/"
-            "teacher-labels; labelled once, resumable) and both sides learn teacher(English); implies "
-            "--distill-weight 1 unless given"
+            "labels the sentences into --teacher-cache (default OUTPUT_DIR/training/teacher-labels; labelled once, "
+            "resumable); both sides of a pair learn its vectors as --bitext-targets says (an English-only teacher: "
+            "teacher(English side)); implies --distill-weight 1 unless given"
         ),
     )
     init_rows_from: str | None = field(
@@ -314,9 +316,11 @@ class TrainingArguments(EncoderArguments):
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 
     def _validate_teacher(self) -> None:
+        from .multilingual import validate_multilingual
         from .teacher_arguments import validate_teacher_settings
 
         validate_teacher_settings(self)
+        validate_multilingual(self)
 
     # ---- derived settings
     def distill_only(self) -> bool:
@@ -406,20 +410,6 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
         arguments = TrainingArguments(**values)
     except TypeError as error:
         raise PSPInputError(f"bad training settings: {error}") from None
-    _check_types(arguments)
+    check_types(arguments, FIELDS)
     arguments.validate()
     return arguments
-
-
-def _check_types(arguments: TrainingArguments) -> None:
-    # Config files can hold any JSON type; catch a string where a number belongs before training starts.
-    expected = {"int": int, "float": (int, float), "bool": bool, "float | None": (int, float), "int | None": int}
-    for name, spec in FIELDS.items():
-        wanted = expected.get(str(spec.type))
-        value = getattr(arguments, name)
-        if wanted is None or (value is None and str(spec.type).endswith("| None")):
-            continue
-        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-            raise PSPInputError(f"setting {name!r} must be {str(spec.type)}, got {value!r}")
-        if str(spec.type).startswith("float"):
-            setattr(arguments, name, float(value))

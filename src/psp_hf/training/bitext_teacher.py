@@ -39,16 +39,24 @@ class BitextScan:
     """One pass over the pairs: the English sides (when asked) and the held-back dev pairs."""
 
     english: set[str] = field(default_factory=set)
+    foreign: set[str] = field(default_factory=set)
     dev: list[tuple[str, str]] = field(default_factory=list)
     dev_keys: set[int] = field(default_factory=set)
     pairs: int = 0
 
 
-def scan_bitext(source, dev_pairs: int, english: bool) -> BitextScan:
-    """Read `source` (a `PairSource`, non-English side first) once, in file order."""
+def scan_bitext(
+    source, dev_pairs: int, english: bool, foreign: bool = False, exclude: set[int] | None = None
+) -> BitextScan:
+    """Read `source` (a `PairSource`, non-English side first) once, in file order.
+
+    `english` / `foreign`: collect the English / non-English sides of the training pairs (those to label);
+    `exclude`: keys of pairs of an outside dev set, skipped like held-back ones (and returned in `dev_keys`)."""
     from .data import BAD_LINE
 
     scan = BitextScan()
+    exclude = exclude or set()
+    scan.dev_keys.update(exclude)
     for chunk in source.dataset.iter(batch_size=4096):
         left, right = source._columns(chunk)
         bad = chunk.get(BAD_LINE) or [None] * len(left)
@@ -57,11 +65,16 @@ def scan_bitext(source, dev_pairs: int, english: bool) -> BitextScan:
                 continue
             scan.pairs += 1
             key = pair_key(a, b)
+            if key in exclude:
+                continue
             if len(scan.dev) < dev_pairs and key % DEV_BUCKET == 0 and key not in scan.dev_keys:
                 scan.dev.append((a, b))
                 scan.dev_keys.add(key)
-            elif english:
-                scan.english.add(b)
+            else:
+                if english:
+                    scan.english.add(b)
+                if foreign:
+                    scan.foreign.add(a)
     return scan
 
 
@@ -110,7 +123,8 @@ def _collect(cache, wanted: set[str], fold: bool) -> dict[str, np.ndarray]:
 
 
 class BitextTeacher:
-    """Teacher vectors (float16) of the English sides of a bitext, looked up by sentence during training."""
+    """Teacher vectors (float16) of a bitext's sentences (the English sides; with a multilingual teacher also the
+    other sides and monolingual text), looked up by sentence during training."""
 
     def __init__(self, vectors: dict[str, np.ndarray], teacher: str, cache_dir: Path, labelled_now: int):
         self.index = {text: row for row, text in enumerate(vectors)}
@@ -119,6 +133,7 @@ class BitextTeacher:
         self.dim = int(self.vectors.shape[1])
         self.directory = cache_dir
         self.labelled_now = labelled_now
+        self.counts: dict[str, int] = {}  # sentences labelled per role (english, other_language, monolingual)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -134,7 +149,8 @@ class BitextTeacher:
         say: Callable[[str], None] = lambda message: None,
         load: Callable[[str | None], object] | None = None,
     ) -> BitextTeacher:
-        """Label (main process) what the cache lacks of `english`, then read the vectors back (every process).
+        """Label (main process) what the cache lacks of `english` (any sentences to label, whatever their
+        language), then read the vectors back (every process).
 
         `teacher`: a sentence-transformers path or Hub id, 'default' (all-MiniLM-L6-v2), or None for the teacher
         the cache names. `load` loads a teacher by name (default `labelling_teacher`; tests pass a fake).
@@ -162,7 +178,7 @@ class BitextTeacher:
                 lowered = _collect(cache, {s.lower() for s in missing}, True)
                 missing = {s for s in missing if s.lower() not in lowered}
             if missing:
-                say(f"teacher {name}: labelling {len(missing):,} English sentence(s) into {cache_dir}")
+                say(f"teacher {name}: labelling {len(missing):,} sentence(s) into {cache_dir}")
                 # A cache keeps the backend it was started with; a new one gets the fast CPU default.
                 backend = meta.get("backend", "torch") if meta else "onnx-int8"
                 source = path if teacher is not None else name
@@ -186,6 +202,26 @@ class BitextTeacher:
         rows = np.fromiter((self.index[s] for s in english), dtype=np.int64, count=len(english))
         return torch.from_numpy(self.vectors[rows].astype(np.float32))
 
+    def targets(self, foreign: Sequence[str], english: Sequence[str], mode: str) -> torch.Tensor:
+        """The teacher vectors that the rows [student(xx); student(en)] of n pairs learn, as `(k, 2n, dim)`.
+
+        `mode` (`--bitext-targets`): en, both sides toward teacher(en) (k = 1); same, each side toward its own
+        vector (k = 1); both, the two target sets (k = 2), whose losses `bitext_distill_loss` averages."""
+        en = self.lookup(english)
+        toward_english = torch.cat([en, en])
+        if mode == "en":
+            return toward_english[None]
+        own = torch.cat([self.lookup(foreign), en])
+        return own[None] if mode == "same" else torch.stack([toward_english, own])
+
+    def vectors_of(self, sentences: Sequence[str]) -> np.ndarray:
+        """float16 vectors of `sentences` (all labelled), rows in that order."""
+        return self.vectors[[self.index[s] for s in sentences]]
+
     def text_info(self) -> dict:
         """Teacher and label counts, for the training info and the model card."""
-        return {"teacher": self.teacher, "teacher_dim": self.dim, "teacher_labelled_english": len(self)}
+        info = {"teacher": self.teacher, "teacher_dim": self.dim}
+        info["teacher_labelled_english"] = self.counts.get("english", len(self))
+        if self.counts.get("other_language"):
+            info["teacher_labelled_other_language"] = self.counts["other_language"]
+        return info

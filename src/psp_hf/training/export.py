@@ -186,6 +186,7 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
     }
     if getattr(trainer, "bitext_teacher", None) is not None:
         info.update(trainer.bitext_teacher.text_info())
+        info["bitext_targets"] = trainer.bitext_targets  # what --bitext-targets auto stood for
     if trainer.pool is not None:
         info.update(trainer.pool.text_info())
         info["sentences_seen"] = state.sentences_seen

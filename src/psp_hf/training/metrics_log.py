@@ -33,6 +33,7 @@ class LogWindow:
     norm: torch.Tensor
     margin: torch.Tensor
     distill: torch.Tensor
+    mono: torch.Tensor
     steps: int = 0
     pairs: int = 0
     sentences: int = 0
@@ -42,7 +43,7 @@ class LogWindow:
     @classmethod
     def new(cls, device: torch.device) -> LogWindow:
         """An empty window whose sums live on `device` (no synchronisation per step)."""
-        return cls(*(torch.zeros((), device=device) for _ in range(4)))
+        return cls(*(torch.zeros((), device=device) for _ in range(5)))
 
 
 def _no_follow(path: str, flags: int) -> int:

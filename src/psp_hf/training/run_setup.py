@@ -40,6 +40,8 @@ RESUME_FIXED = (
     "init_rows_from",
     "distill_batch_size",
     "pool_weights",
+    "mono_data",  # the monolingual stream's passes are over this text: another would change its order
+    "dev_bitext",
     "init",
     "init_std",
     "init_vectors",
@@ -131,6 +133,8 @@ class RunSetup:
         self.kind = args.resolved_kind()
         self.distill_only = args.distill_only()
         self.source = self.stream = self.bitext_teacher = self.bitext_dev = None
+        self.mono_sentences: list[str] = []
+        self.bitext_targets = "en"
         if args.data:
             self.source = PairSource(
                 args.data,
@@ -156,7 +160,19 @@ class RunSetup:
                 exclude=held_back,
             )
         self.pool = None
-        if args.teacher_cache and not args.pair_distill():
+        if self.mono_sentences:  # multilingual distillation's monolingual text: the pool stream's place
+            from .multilingual import MonoPool
+
+            self.pool = MonoPool(
+                args.mono_data,
+                self.mono_sentences,
+                self.bitext_teacher.vectors_of(self.mono_sentences),
+                self.bitext_teacher.teacher,
+                seed=args.seed,
+                rank=self.rank,
+                world_size=self.world_size,
+            )
+        elif args.teacher_cache and not args.pair_distill():
             from .distill import TeacherPool, parse_pool_weights
 
             self.pool = TeacherPool(
@@ -166,7 +182,8 @@ class RunSetup:
                 world_size=self.world_size,
                 weights=parse_pool_weights(args.pool_weights),
             )
-        self.distilling = self.pool is not None and args.distill_weight > 0
+        weight = args.mono_weight if self.mono_sentences else args.distill_weight
+        self.distilling = self.pool is not None and weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
         self._build_model(resuming)
         # Not registered with Accelerate (it would unpickle the counters in full): the store saves them as JSON.
@@ -194,25 +211,44 @@ class RunSetup:
 
     def _scan_bitext(self) -> set[int]:
         """One pass over the bitext: the dev pairs to hold back and, for distillation, the English sides' labels."""
-        from .bitext_teacher import BitextTeacher, scan_bitext
+        from .bitext_teacher import BitextTeacher, pair_key, scan_bitext
+        from .multilingual import read_dev_pairs, read_mono_sentences, resolved_targets, run_teacher_name
 
         args = self.args
         dev = args.resolved_dev() == "bitext"
-        scan = scan_bitext(self.source, args.dev_pairs if dev else 0, english=args.pair_distill())
+        outside = read_dev_pairs(args.dev_bitext, args.lang or self.source.first_column) if args.dev_bitext else []
+        distilling = args.pair_distill()
+        if distilling:
+            self.bitext_targets = resolved_targets(args, run_teacher_name(args))
+        scan = scan_bitext(
+            self.source,
+            args.dev_pairs if dev and not outside else 0,
+            english=distilling,
+            foreign=distilling and self.bitext_targets != "en",
+            exclude={pair_key(a, b) for a, b in outside},
+        )
         if dev:
-            if not scan.dev:
+            if not (outside or scan.dev):
                 raise PSPInputError(f"--dev bitext: none of the {scan.pairs} pairs of --data could be held back")
-            self.bitext_dev = scan.dev
-            self._say(f"dev set: {len(scan.dev)} of {scan.pairs:,} pairs held back (mining accuracy, both directions)")
-        if args.pair_distill():
+            self.bitext_dev = outside or scan.dev
+            where = f"{len(outside):,} pairs of --dev-bitext" if outside else f"{len(scan.dev)} of {scan.pairs:,} pairs"
+            self._say(f"dev set: {where} held back (mining accuracy, both directions)")
+        if distilling:
+            if args.mono_data and args.mono_weight > 0:
+                self.mono_sentences = read_mono_sentences(args.mono_data)
             self.bitext_teacher = BitextTeacher.prepare(
-                scan.english,
+                scan.english | scan.foreign | set(self.mono_sentences),
                 args.teacher_cache,
                 args.teacher,
                 self.is_main,
                 self.accelerator.wait_for_everyone,
                 self._say,
             )
+            self.bitext_teacher.counts = {
+                "english": len(scan.english),
+                "other_language": len(scan.foreign),
+                "monolingual": len(self.mono_sentences),
+            }
         return scan.dev_keys
 
     def _dev_score(self) -> float | None:
@@ -371,13 +407,17 @@ class RunSetup:
             )
         if self.bitext_teacher is not None:
             bitext = self.bitext_teacher
+            toward = {"en": "of the English side", "same": "of each side", "both": "of each side and of the English"}
+            mono = f"; {len(self.mono_sentences):,} monolingual sentences, weight {args.mono_weight}" * bool(
+                self.mono_sentences
+            )
             self._say(
-                f"multilingual distillation: both sides toward teacher {bitext.teacher} (dim {bitext.dim}) of the "
-                f"English side ({len(bitext):,} labels, {bitext.labelled_now:,} new), weight {args.distill_weight}; "
-                f"margin weight {args.margin_weight}"
+                f"multilingual distillation: both sides toward teacher {bitext.teacher} (dim {bitext.dim}) "
+                f"{toward[self.bitext_targets]} ({len(bitext):,} labels, {bitext.labelled_now:,} new), weight "
+                f"{args.distill_weight}{mono}; margin weight {args.margin_weight}"
                 + (f"; learned projection {args.dim} -> {bitext.dim}" if self.projection is not None else "")
             )
-        if self.pool is not None:
+        if self.pool is not None and not self.mono_sentences:
             role = (
                 "distillation only"
                 if self.distill_only

@@ -34,7 +34,7 @@ from ..errors import PSPInputError
 from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
-from .distillation_loss import distill_loss, pair_distill_loss
+from .distillation_loss import bitext_distill_loss, distill_loss
 from .export import finish_run
 from .finite import check_run_finite
 from .margin_loss import margin_loss
@@ -155,15 +155,18 @@ class Trainer(RunSetup):
             start = 0
             for batch in texts:
                 distill = self._next_distill_batch() if self.distilling else None
-                if self.bitext_teacher is not None:  # multilingual distillation: the English side's teacher vectors
-                    distill = (None, None, self.bitext_teacher.lookup(batch.second).to(self.device))
-                result = self._train_step(megabatch, negatives, start, len(batch), distill)
+                mono = None
+                if self.bitext_teacher is not None:  # multilingual distillation: the pair's teacher vectors
+                    targets = self.bitext_teacher.targets(batch.first, batch.second, self.bitext_targets)
+                    mono, distill = distill, (None, None, targets.to(self.device))  # the pool is --mono-data's
+                result = self._train_step(megabatch, negatives, start, len(batch), distill, mono)
                 start += len(batch)
                 state.positions[self.rank] = batch.position
                 pairs = len(batch) * self.world_size
                 state.pairs_seen += pairs
+                pooled = mono if mono is not None else distill
                 if self._after_step(
-                    result, pairs, 0 if distill is None or distill[1] is None else len(distill[1]) * self.world_size
+                    result, pairs, 0 if pooled is None or pooled[1] is None else len(pooled[1]) * self.world_size
                 ):
                     return True
             self._maybe_save()
@@ -228,10 +231,12 @@ class Trainer(RunSetup):
         start: int,
         size: int,
         distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        mono: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple:
-        """One optimizer step on mini-batch `[start, start + size)` of `megabatch` and/or a distillation batch.
+        """One optimizer step on mini-batch `[start, start + size)` of `megabatch` and/or a distillation batch
+        (`mono`: a batch of --mono-data beside the pairs of multilingual distillation).
 
-        Returns detached `(loss, grad norm, margin loss or None, distillation loss or None)`.
+        Returns detached `(loss, grad norm, margin loss or None, distillation loss or None, mono loss or None)`.
         """
         args = self.args
         flat_ids = offsets = None
@@ -251,6 +256,10 @@ class Trainer(RunSetup):
         project_last = 0
         if distill is not None and distill[0] is None:
             project_last, targets = 2 * size, distill[2]
+            if mono is not None:  # its bags after the pair's two sides: all of them are mapped into the teacher's space
+                offsets = torch.cat([offsets, mono[1] + flat_ids.numel()])
+                flat_ids = torch.cat([flat_ids, mono[0]])
+                project_last += mono[1].numel()
         elif distill is not None:
             distill_ids, distill_offsets, targets = distill
             project_last = distill_offsets.numel()
@@ -265,7 +274,7 @@ class Trainer(RunSetup):
             self.accelerator.unwrap_model(self.encoder_module).generator = generator
         output = self.encoder_module(flat_ids, offsets, project_last)
         embeddings, projected = output if project_last else (output, None)
-        loss = margin_part = distill_part = None
+        loss = margin_part = distill_part = mono_part = None
         if megabatch is not None:
             sides = list(embeddings[: len(parts) * size].split(size))
             if self.bitext_teacher is not None:
@@ -280,12 +289,14 @@ class Trainer(RunSetup):
             )
             loss = args.margin_weight * margin_part
         if distill is not None:
-            objective = pair_distill_loss if distill[0] is None else distill_loss
-            if isinstance(projected, list):  # Matryoshka: one mapped tensor per prefix length
-                distill_part = nested_distill_loss(objective, projected, targets, self.nested)
-            else:
-                distill_part = objective(projected, targets)
+            paired = distill[0] is None
+            objective = bitext_distill_loss if paired else distill_loss
+            rows = slice(0, 2 * size) if paired else slice(None)
+            distill_part = self._distill_part(objective, projected, targets, rows)
             loss = args.distill_weight * distill_part if loss is None else loss + args.distill_weight * distill_part
+            if mono is not None:
+                mono_part = self._distill_part(distill_loss, projected, mono[2], slice(2 * size, None))
+                loss = loss + args.mono_weight * mono_part
         if args.init_l2 > 0:  # lambda_w (encoder_options.py)
             loss = loss + args.init_l2 * self.accelerator.unwrap_model(self.encoder_module).l2_penalty
         for optimizer in self.optimizers:
@@ -299,12 +310,19 @@ class Trainer(RunSetup):
             norm,
             None if margin_part is None else margin_part.detach(),
             None if distill_part is None else distill_part.detach(),
+            None if mono_part is None else mono_part.detach(),
         )
+
+    def _distill_part(self, objective, projected, targets: torch.Tensor, rows: slice) -> torch.Tensor:
+        """`objective` on the mapped rows `rows` (Matryoshka: one mapped tensor per prefix length, weighted)."""
+        if isinstance(projected, list):
+            return nested_distill_loss(objective, [part[rows] for part in projected], targets, self.nested)
+        return objective(projected[rows], targets)
 
     def _after_step(self, result: tuple, pairs: int, sentences: int) -> bool:
         """Count a step, log and evaluate when due; True when --max-steps is reached."""
         args, state, window = self.args, self.state, self.window
-        loss, norm, margin_part, distill_part = result
+        loss, norm, margin_part, distill_part, mono_part = result
         state.step += 1
         window.loss += loss
         window.norm += norm
@@ -312,6 +330,8 @@ class Trainer(RunSetup):
             window.margin += margin_part
         if distill_part is not None:
             window.distill += distill_part
+        if mono_part is not None:
+            window.mono += mono_part
         window.steps += 1
         window.pairs += pairs
         window.sentences += sentences
@@ -346,7 +366,9 @@ class Trainer(RunSetup):
         }
         if self.bitext_teacher is not None:
             record.update(margin_loss=float(window.margin) / steps, distill_loss=float(window.distill) / steps)
-        if self.pool is not None:
+            if self.distilling:  # the --mono-data stream
+                record.update(mono_loss=float(window.mono) / steps, sentences_seen=state.sentences_seen)
+        if self.pool is not None and self.bitext_teacher is None:
             if not self.distill_only:
                 record["margin_loss"] = float(window.margin) / steps
             if self.distilling:

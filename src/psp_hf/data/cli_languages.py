@@ -1,0 +1,109 @@
+"""`psp prepare bitext-sources|mono`: the data folder's X–English sources and monolingual text, chosen by name.
+
+    psp prepare bitext-sources --lang fr --sources default,python-docs=0.5 --out data/fr
+    psp prepare mono --lang fr --sources default --out data/fr-mono       # sentences.txt.gz + report.json
+    psp prepare mono --lang ar --sources saudinewsnet --non-commercial --out data/ar-mono
+
+The sources and their licences are in `language_sources.py`; `psp languages` uses the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ..cli_types import positive_int
+
+
+def add_language_commands(sub) -> None:
+    """The sub-subcommands `bitext-sources` and `mono` of `psp prepare`."""
+    from .language_sources import BITEXT_SOURCES
+
+    bitext = sub.add_parser(
+        "bitext-sources",
+        help="X-English bitext of the data folder, sources chosen by name",
+        description="Filter the chosen bitext sources of the data folder for --lang like `psp prepare bitext` "
+        "(evaluation and PUD sentences removed); the card and report list every source with its licence.",
+    )
+    bitext.add_argument("--lang", required=True, help="the non-English language (ar, de, es, fr, ru, tr, zh)")
+    bitext.add_argument(
+        "--sources",
+        default="default",
+        help="NAME or NAME=FRACTION, comma-separated: default, all, " + ", ".join(BITEXT_SOURCES),
+    )
+    mono = sub.add_parser(
+        "mono",
+        help="monolingual text of the data folder for a multilingual teacher",
+        description="Gather the chosen unlabeled/<lang>/<source> sentences (evaluation and PUD sentences and "
+        "duplicates removed, at most --limit per source) into --out/sentences.txt.gz with report.json (sources, "
+        "licences, counts): psp train --mono-data reads it.",
+    )
+    mono.add_argument("--lang", required=True, help="the language (ar, de, es, fr, ru, tr, zh)")
+    mono.add_argument("--sources", default="default", help="NAME or NAME=FRACTION, comma-separated: default, all")
+    mono.add_argument("--limit", type=positive_int, default=50_000, help="sentences per source (50,000)")
+    mono.add_argument("--non-commercial", action="store_true", help="allow non-commercial sources (ar: saudinewsnet)")
+    for parser in (bitext, mono):
+        parser.add_argument("--out", required=True, help="output folder")
+        parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+        parser.add_argument("--data", default=None, help="data folder (default: $PSP_DATA or ../shared/data)")
+    bitext.add_argument("--vocab-size", type=positive_int, default=50_000)
+    bitext.add_argument("-q", "--quiet", action="store_true", help="no summary")
+
+
+def _run_bitext_sources(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+
+    from ..data_folder import data_dir
+    from ..errors import PSPInputError
+    from .checks import check_output_folder
+    from .language_sources import bitext_sources, source_licences, stage_bitext
+    from .prepare import prepare_bitext
+    from .registry_bitext import add_licences
+
+    check_output_folder(Path(args.out), args.overwrite)
+    chosen = bitext_sources(args.lang, args.sources)
+    if not chosen:
+        raise PSPInputError(f"--sources {args.sources!r}: no bitext source for {args.lang}")
+    staging = Path(tempfile.mkdtemp(prefix="psp-bitext-sources-"))
+    try:
+        files = stage_bitext(chosen, data_dir(args.data), args.lang, staging)
+        report = prepare_bitext(
+            files,
+            args.lang,
+            args.out,
+            overwrite=args.overwrite,
+            vocab_size=args.vocab_size,
+            command=shlex.join(["psp", *sys.argv[1:]]),
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report["sources"] = source_licences(chosen, "data folder")
+    add_licences(Path(report["path"]), report)
+    if not args.quiet:
+        from .cli import _print_summary
+
+        _print_summary(report)
+    return 0
+
+
+def _run_mono(args: argparse.Namespace) -> int:
+    import json
+
+    from ..data_folder import data_dir
+    from ..errors import PSPInputError
+    from .checks import check_output_folder
+    from .language_sources import mono_sources, prepare_mono
+
+    check_output_folder(Path(args.out), args.overwrite, replaces=False)
+    chosen = mono_sources(args.lang, args.sources, args.non_commercial)
+    if not chosen:
+        raise PSPInputError(f"--sources {args.sources!r}: no monolingual source for {args.lang}")
+    report = prepare_mono(chosen, data_dir(args.data), args.lang, args.out, limit=args.limit)
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    return 0
+
+
+LANGUAGE_COMMANDS = {"bitext-sources": _run_bitext_sources, "mono": _run_mono}

@@ -1,0 +1,319 @@
+"""The data folder's sources for the X–English models, by name: bitext, monolingual text, and the PUD dev set.
+
+Every source is one entry of a table (name, where it lies under the data folder, its languages, its licence), so
+`psp languages` and `psp prepare language` choose and weight them by name:
+
+    --sources default,python-docs,mlqe-pe=0.5     bitext: the default set, plus two more (mlqe-pe at half)
+    --mono-sources default                         monolingual text of the language (every default source)
+    --non-commercial                               lets the non-commercial sources in (saudinewsnet, CC BY-NC-SA)
+
+A weight W in (0, 1] keeps that fraction of a source, drawn evenly over it (seeded by its name); 0 leaves it out.
+(More than 1 is refused: the preparation drops exact duplicate pairs, so a repeated source would not count more.)
+A name the table knows but the language lacks (python-docs for de) is skipped and said so; an unknown name fails.
+
+`ud-pud` (the PUD treebank sentences, professionally translated) is no training source: it is the dev set that
+chooses checkpoints. `evaluation_filter` counts it among the evaluation sets, so its sentences are removed from
+every bitext and monolingual source like STS and Tatoeba ones are.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PSPInputError
+from ..io import atomic_path
+
+logger = logging.getLogger(__name__)
+
+ALL_LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
+CC_BY_SA_3 = "CC BY-SA 3.0"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source of the data folder: `pattern` is its file with `{xx}` for the language (`{folder}` for mono)."""
+
+    name: str
+    pattern: str
+    languages: tuple[str, ...]
+    license: str
+    default: bool = True
+    non_commercial: bool = False
+    folder_language: str | None = None  # mono: the unlabeled/ folder when it is not the language's own (arz)
+
+    def path(self, data: Path, code: str) -> Path:
+        """The source's file for language `code` under the data folder `data`."""
+        return data / self.pattern.format(xx=code, folder=self.folder_language or code)
+
+
+_DOCS = "bitext/docs/{name}/{{xx}}-en.tsv.gz"
+BITEXT_SOURCES = {
+    source.name: source
+    for source in (
+        Source(
+            "multi30k",
+            "bitext/multi30k/{xx}-en/train.tsv.gz",
+            ("de", "fr"),
+            "research / non-commercial use (Multi30K README; Flickr terms of use)",
+        ),
+        Source(
+            "multi30k-nllb",
+            "bitext/multi30k-nllb/{xx}-en/train.tsv.gz",
+            ("ar", "es", "zh"),
+            "Multi30k English (research use) machine-translated by NLLB-200 (ufdatastudio/multi30k-extension)",
+        ),
+        Source(
+            "wmt-news",
+            "bitext/wmt-news/{xx}-en.tsv.gz",
+            ("de", "es", "fr", "ru", "tr", "zh"),
+            "WMT test sets, research use",
+        ),
+        Source(
+            "python-docs",
+            _DOCS.format(name="python-docs"),
+            ("es", "fr", "tr", "zh"),
+            "English: PSF documentation licence; translations contributed to the PSF under CC0 1.0",
+            default=False,
+        ),
+        Source(
+            "django-docs", _DOCS.format(name="django-docs"), ("es", "fr", "zh"), "BSD-3-Clause (Django)", default=False
+        ),
+        Source(
+            "debian-handbook",
+            _DOCS.format(name="debian-handbook"),
+            ("ar", "de", "es", "fr", "ru", "zh"),
+            "GPL-2.0-or-later / CC BY-SA 3.0 (The Debian Administrator's Handbook)",
+            default=False,
+        ),
+        Source(
+            "gnome-user-docs",
+            _DOCS.format(name="gnome-user-docs"),
+            ("de", "es", "fr", "ru", "zh"),
+            f"{CC_BY_SA_3} (GNOME help)",
+            default=False,
+        ),
+        Source(
+            "mlqe-pe",
+            "bitext/mlqe-pe/{xx}-en.tsv.gz",
+            ("de", "ru", "zh"),
+            "CC0 1.0 (post-edits; source text from Wikipedia, CC BY-SA)",
+            default=False,
+        ),
+    )
+}
+DEV_SOURCE = Source("ud-pud", "bitext/ud-pud/{xx}-en.tsv.gz", ALL_LANGUAGES, f"{CC_BY_SA_3} (UD PUD treebanks)")
+_MONO = "unlabeled/{folder}/%s/sentences.txt.gz"
+_MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder language)
+    ("ar", "saudinewsnet", "saudinewsnet", "CC BY-NC-SA 4.0 (SaudiNewsNet): non-commercial, research only", True, None),
+    ("ar", "arz-wikipedia", "wikipedia", "CC BY-SA 4.0 (Egyptian Arabic Wikipedia)", False, "arz"),
+    ("zh", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("zh", "wikipedia", "wikipedia", f"{CC_BY_SA_3} (Wikipedia)", False, None),
+    ("ru", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("ru", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
+    ("ru", "ud", "ud", "CC BY-SA 4.0 (UD_Russian-Taiga dev/test text)", False, None),
+    ("tr", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("tr", "ud", "ud", "CC BY-SA 4.0 (UD Turkish treebanks' dev/test text)", False, None),
+    ("fr", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("fr", "commonvoice-assemblee", "commonvoice-assemblee", "CC0 1.0 (Assemblée nationale debates)", False, None),
+    ("es", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("es", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
+    ("de", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
+    ("de", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
+)
+# language -> name -> Source: the same name may mean different folders in different languages.
+MONO_SOURCES: dict[str, dict[str, Source]] = {}
+for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
+    MONO_SOURCES.setdefault(_code, {})[_name] = Source(
+        _name, _MONO % _folder, (_code,), _licence, not _nc, _nc, _folder_language
+    )
+
+
+# ------------------------------------------------------------------------------------------------ choosing
+def parse_selection(text: str, flag: str) -> dict[str, float]:
+    """`default,python-docs,mlqe-pe=0.5` as {name: weight} (`default`, `all` and `none` kept as names)."""
+    chosen: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, _, value = item.partition("=")
+        try:
+            weight = float(value) if value else 1.0
+        except ValueError:
+            weight = -1.0
+        if not 0.0 <= weight <= 1.0:
+            raise PSPInputError(
+                f"{flag} {text!r}: give NAME or NAME=WEIGHT with a weight in [0, 1] (the fraction of the source kept; "
+                f"bad: {item!r})"
+            )
+        chosen[name.strip()] = weight
+    return chosen
+
+
+def choose(
+    table: dict[str, Source], text: str, flag: str, code: str, non_commercial: bool = False
+) -> list[tuple[Source, float]]:
+    """The sources of `table` that `text` (`--sources` / `--mono-sources`) selects for language `code`."""
+    chosen = parse_selection(text, flag)
+    known = set(table) | {"default", "all", "none"}
+    everywhere = set(BITEXT_SOURCES) | {name for sources in MONO_SOURCES.values() for name in sources}
+    unknown = [name for name in chosen if name not in known and name not in everywhere]
+    if unknown:
+        raise PSPInputError(f"{flag}: no source {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    table = {name: source for name, source in table.items() if code in source.languages}
+    names: dict[str, float] = {}
+    for name, weight in chosen.items():
+        if name in ("default", "all"):
+            for source in table.values():
+                if name == "all" or source.default:
+                    if source.non_commercial and not non_commercial:
+                        continue  # an opt-in source: named alone, and only with --non-commercial
+                    names.setdefault(source.name, weight)
+        elif name == "none":
+            continue
+        elif name not in table:
+            logger.info("%s: source %s has no %s text, skipped", flag, name, code)
+        else:
+            names[name] = weight
+    selected = [(table[name], weight) for name, weight in names.items() if weight > 0]
+    refused = [source.name for source, _ in selected if source.non_commercial and not non_commercial]
+    if refused:
+        raise PSPInputError(
+            f"{flag}: {', '.join(refused)} is licensed for non-commercial use only: pass --non-commercial to use it "
+            "(the model card then says so)"
+        )
+    return selected
+
+
+def bitext_sources(code: str, text: str = "default") -> list[tuple[Source, float]]:
+    """The bitext sources that `--sources` selects for `code`."""
+    return choose(BITEXT_SOURCES, text, "--sources", code)
+
+
+def mono_sources(code: str, text: str = "default", non_commercial: bool = False) -> list[tuple[Source, float]]:
+    """The monolingual sources that `--mono-sources` selects for `code`."""
+    return choose(MONO_SOURCES.get(code, {}), text, "--mono-sources", code, non_commercial)
+
+
+def dev_file(data: Path, code: str) -> Path:
+    """The PUD dev pairs of `code` (fails naming the file when the data folder lacks it)."""
+    path = DEV_SOURCE.path(data, code)
+    if not path.is_file():
+        raise PSPInputError(f"{code}: the PUD dev set is missing: {path}")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def _lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        yield from handle
+
+
+def read_bitext(path: Path, code: str) -> list[tuple[str, str]]:
+    """The (xx, en) pairs of a data-folder TSV whose header names `code` and `en` (other columns ignored)."""
+    lines = _lines(path)
+    header = next(lines, "").rstrip("\n").split("\t")
+    if code not in header or "en" not in header:
+        raise PSPInputError(f"{path}:1: the header must name {code} and en, got {header}")
+    first, second = header.index(code), header.index("en")
+    pairs = []
+    for number, line in enumerate(lines, 2):
+        cells = line.rstrip("\n").split("\t")
+        if len(cells) != len(header):
+            raise PSPInputError(f"{path}:{number}: {len(cells)} column(s), expected {len(header)}")
+        pairs.append((" ".join(cells[first].split()), " ".join(cells[second].split())))
+    return pairs
+
+
+def stage_bitext(chosen: list[tuple[Source, float]], data: Path, code: str, folder: Path) -> list[Path]:
+    """One `<code>\\ten` TSV per chosen source in `folder` (named after it, so the report counts each), weighted."""
+    from .registry_bitext import even_sample
+
+    files = []
+    for source, weight in chosen:
+        path = source.path(data, code)
+        if not path.is_file():
+            raise PSPInputError(f"{code}: bitext source {source.name} missing: {path}")
+        pairs = read_bitext(path, code)
+        pairs = even_sample(pairs, round(weight * len(pairs)), source.name) if weight < 1 else pairs
+        staged = folder / f"{source.name}.tsv"
+        staged.write_text(f"{code}\ten\n" + "".join(f"{a}\t{b}\n" for a, b in pairs), encoding="utf-8")
+        files.append(staged)
+    return files
+
+
+def source_licences(chosen: list[tuple[Source, float]], kind: str) -> dict[str, dict]:
+    """`{name: {license, kind}}` as `registry_bitext.add_licences` records sources."""
+    return {source.name: {"license": source.license, "kind": kind, "weight": weight} for source, weight in chosen}
+
+
+def prepare_mono(
+    chosen: list[tuple[Source, float]],
+    data: str | os.PathLike,
+    code: str,
+    out: str | os.PathLike,
+    limit: int | None = 50_000,
+    max_tokens: int = 100,
+    exclude_evaluation: bool = True,
+) -> dict:
+    """Monolingual text of `code` into `out/sentences.txt.gz` and `out/report.json` (sources, licences, counts).
+
+    Per source: whitespace folded, empty lines and lines over `max_tokens` tokens (characters for zh) dropped,
+    evaluation sentences (STS, Tatoeba, PUD, ...: `evaluation_filter`) and duplicates removed, then at most
+    `weight x min(limit, what is left)` sentences drawn evenly over what is left (seeded by the source's name).
+    Original case is kept: the teacher reads the text as written; the student's tokenizer lowercases for itself."""
+    from .evaluation_filter import evaluation_keys
+    from .filters import length_unit_for
+    from .pool import normalize_key
+    from .registry_bitext import even_sample
+
+    data, out = Path(data), Path(out)
+    keys = set().union(*evaluation_keys(data).values()) if exclude_evaluation else set()
+    by_characters = length_unit_for(code) == "chars"
+    seen: set[str] = set()
+    sentences: list[str] = []
+    report = {"kind": "mono", "lang": code, "sources": {}, "limit_per_source": limit}
+    for source, weight in chosen:
+        path = source.path(data, code)
+        if not path.is_file():
+            raise PSPInputError(f"{code}: monolingual source {source.name} missing: {path}")
+        counts = {"read": 0, "too_long": 0, "evaluation": 0, "duplicates": 0}
+        kept = []
+        for line in _lines(path):
+            text = " ".join(line.split())
+            if not text:
+                continue
+            counts["read"] += 1
+            if (len(text) if by_characters else len(text.split())) > max_tokens:
+                counts["too_long"] += 1
+            elif normalize_key(text) in keys:
+                counts["evaluation"] += 1
+            elif text in seen:
+                counts["duplicates"] += 1
+            else:
+                seen.add(text)
+                kept.append(text)
+        count = min(len(kept), limit) if limit is not None else len(kept)
+        if weight < 1 or count < len(kept):
+            kept = even_sample(kept, round(weight * count), source.name)
+        sentences += kept
+        report["sources"][source.name] = {
+            **counts,
+            "kept": len(kept),
+            "weight": weight,
+            "license": source.license,
+            "non_commercial": source.non_commercial,
+        }
+    report["sentences"] = len(sentences)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / "sentences.txt.gz") as tmp, gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        handle.write("".join(f"{text}\n" for text in sentences))
+    with atomic_path(out / "report.json") as tmp:
+        tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report

@@ -1,0 +1,171 @@
+"""`psp languages`' data: the sources chosen by name, the monolingual text, what is labelled, what the card says.
+
+The prepare step writes `<xx>/data/` (the chosen bitext sources, each staged as one file named after it, plus the
+Debian registry pairs) and, when monolingual text is chosen, `<xx>/mono/` (`language_sources.prepare_mono`).
+The label step labels every sentence the run's teacher will be asked for: the English sides, the other sides when
+the bitext targets need them (a multilingual teacher), and the monolingual text. The PUD pairs are the dev set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .data.language_sources import (
+    BITEXT_SOURCES,
+    DEV_SOURCE,
+    bitext_sources,
+    dev_file,
+    mono_sources,
+    prepare_mono,
+    source_licences,
+    stage_bitext,
+)
+from .training.multilingual import BITEXT_TARGETS, MULTILINGUAL_DEFAULT_TARGETS, describe_mono, teacher_is_multilingual
+
+MONO_FILE = Path("mono") / "sentences.txt.gz"
+NON_COMMERCIAL_LICENSE = "cc-by-nc-sa-4.0"
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data and multilingual-teacher flags of `psp languages`."""
+    parser.add_argument(
+        "--sources",
+        default="default",
+        help="bitext sources of the data folder by name, NAME or NAME=FRACTION, comma-separated: 'default' (multi30k, "
+        "multi30k-nllb, wmt-news), 'all', or names of " + ", ".join(BITEXT_SOURCES) + " (default: default)",
+    )
+    parser.add_argument(
+        "--mono-sources",
+        default="auto",
+        help="monolingual text by name (unlabeled/<lang>/<name>), as --sources: 'default' (every source of the "
+        "language that is not non-commercial), 'all', 'none', names; auto: default with a multilingual teacher, "
+        "none with an English-only one (default: auto)",
+    )
+    parser.add_argument(
+        "--mono-limit", type=int, default=50_000, help="sentences per monolingual source, drawn evenly (50,000)"
+    )
+    parser.add_argument(
+        "--non-commercial",
+        action="store_true",
+        help="allow non-commercial sources (ar: saudinewsnet, CC BY-NC-SA 4.0); the model card then says so",
+    )
+    parser.add_argument(
+        "--bitext-targets",
+        default="auto",
+        choices=BITEXT_TARGETS,
+        help="psp train --bitext-targets: en, same, both; auto: en for an English-only teacher, "
+        f"{MULTILINGUAL_DEFAULT_TARGETS} for a multilingual one",
+    )
+    parser.add_argument("--mono-weight", type=float, default=1.0, help="psp train --mono-weight (1)")
+    parser.add_argument(
+        "--dev",
+        default="pud",
+        choices=("pud", "bitext"),
+        help="dev set that chooses checkpoints: pud (mining accuracy on the PUD pairs, never trained on) or bitext "
+        "(pairs held back from the training bitext) (default: pud)",
+    )
+
+
+def mono_selection(settings) -> str:
+    """What `--mono-sources auto` stands for with the run's teacher."""
+    if settings.mono_sources != "auto":
+        return settings.mono_sources
+    multilingual = not settings.margin_only and teacher_is_multilingual(settings.teacher)
+    return "default" if multilingual else "none"
+
+
+def check_data(code: str, settings) -> None:
+    """Fail before any work when the dev set or a chosen source is missing or a name is wrong."""
+    if settings.dev == "pud":
+        dev_file(settings.data, code)
+    bitext_sources(code, settings.sources)
+    mono_sources(code, mono_selection(settings), settings.non_commercial)
+
+
+def stage_sources(code: str, settings, staging: Path) -> tuple[list[Path], dict]:
+    """The chosen bitext sources as staged files, and their licences as the report records them."""
+    chosen = bitext_sources(code, settings.sources)
+    if not chosen:
+        raise_nothing(code, settings.sources)
+    return stage_bitext(chosen, settings.data, code, staging), source_licences(chosen, "data folder")
+
+
+def raise_nothing(code: str, selection: str) -> None:
+    from .errors import PSPInputError
+
+    raise PSPInputError(f"{code}: --sources {selection!r} selects no bitext for {code}")
+
+
+def prepare_mono_text(code: str, folder: Path, settings) -> dict | None:
+    """`<xx>/mono/` from the chosen monolingual sources (None, and nothing written, when none is chosen)."""
+    chosen = mono_sources(code, mono_selection(settings), settings.non_commercial)
+    if not chosen:
+        return None
+    return prepare_mono(chosen, settings.data, code, folder / "mono", limit=settings.mono_limit)
+
+
+def mono_path(folder: Path) -> Path | None:
+    """The language's prepared monolingual text, when the prepare step wrote some."""
+    path = folder / MONO_FILE
+    report = path.parent / "report.json"
+    if path.is_file() and report.is_file() and json.loads(report.read_text(encoding="utf-8")).get("sentences"):
+        return path
+    return None
+
+
+def multilingual_train_arguments(code: str, folder: Path, settings) -> list[str]:
+    """The `psp train` flags for the dev set, the bitext targets and the monolingual text."""
+    arguments = []
+    if settings.dev == "pud":
+        arguments += ["--dev-bitext", str(DEV_SOURCE.path(settings.data, code))]
+    if settings.margin_only:
+        return arguments
+    arguments += ["--bitext-targets", settings.bitext_targets]
+    mono = mono_path(folder)
+    if mono is not None:
+        arguments += ["--mono-data", str(mono), "--mono-weight", str(settings.mono_weight)]
+    return arguments
+
+
+def sentences_to_label(code: str, folder: Path, settings) -> list[str]:
+    """Every sentence the training run will ask the teacher for (see the module text)."""
+    import pyarrow.parquet as pq
+
+    from .training.multilingual import read_mono_sentences
+
+    targets = settings.bitext_targets
+    if targets == "auto":
+        targets = MULTILINGUAL_DEFAULT_TARGETS if teacher_is_multilingual(settings.teacher) else "en"
+    columns = ["en"] if targets == "en" else [code, "en"]
+    sentences: dict[str, None] = {}
+    for shard in sorted((folder / "data" / "data").glob("*.parquet")):
+        table = pq.read_table(shard, columns=columns)
+        for column in columns:
+            sentences.update(dict.fromkeys(table.column(column).to_pylist()))
+    mono = mono_path(folder)
+    if mono is not None:
+        sentences.update(dict.fromkeys(read_mono_sentences([mono])))
+    return [sentence for sentence in sentences if sentence]
+
+
+def card_training_text(folder: Path, dev_bitext: str | None) -> tuple[str, bool]:
+    """The card's 'Training text' line (every source with its licence) and whether a source is non-commercial."""
+    report_file = folder / "data" / "report" / "report.json"
+    report = json.loads(report_file.read_text(encoding="utf-8")) if report_file.is_file() else {}
+    pairs = {Path(item["path"]).stem: item.get("pairs", 0) for item in report.get("inputs", [])}
+    parts = [
+        f"{name} {pairs.get(name, 0):,} pairs read ({info.get('license', 'licence not recorded')})"
+        for name, info in report.get("sources", {}).items()
+    ]
+    text = f"bitext ({report.get('pairs_out', 0):,} pairs after filtering): " + "; ".join(parts)
+    mono = mono_path(folder)
+    non_commercial = False
+    if mono is not None:
+        mono_report = json.loads((mono.parent / "report.json").read_text(encoding="utf-8"))
+        text += ". Monolingual: " + describe_mono([str(mono)], mono_report["sentences"])
+        non_commercial = any(info.get("non_commercial") for info in mono_report["sources"].values())
+    if dev_bitext:
+        text += f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license})"
+    return text, non_commercial

@@ -1,0 +1,223 @@
+"""Multilingual distillation with a teacher that embeds every language: the settings, the monolingual text stream.
+
+An English-only teacher (all-MiniLM-L6-v2) can only label the English side of a pair, so both sides of a pair
+learn teacher(en) (`--bitext-targets en`, Reimers & Gurevych, 2020). A multilingual teacher (multilingual-e5,
+USE-multilingual) labels the other side too, which opens two more targets and a new kind of text:
+
+* `--bitext-targets same`: student(xx) -> teacher(xx) and student(en) -> teacher(en) (each side its own vector);
+* `--bitext-targets both`: the mean of the two losses above (student(xx) learns both vectors);
+* `--mono-data FILE...`: sentences in any language, one a line (`psp prepare mono` writes such a file with its
+  sources and licences beside it); each training step adds a batch of them, student(text) -> teacher(text), at
+  `--mono-weight`. The stream takes the place of the English pool's (`TeacherPool`): the same seeded passes and
+  the same checkpointed position, so a resumed run continues it exactly.
+
+Every label goes through the run's `--teacher-cache` (keyed by sentence, only what the cache lacks is labelled).
+`--dev-bitext FILE` scores checkpoints by mining accuracy on pairs of a file (the PUD sentences for `psp
+languages`) instead of a slice held back from `--data`; a pair of the file met in `--data` is skipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PSPInputError
+from .distill import TeacherPool
+
+logger = logging.getLogger(__name__)
+
+BITEXT_TARGETS = ("auto", "en", "same", "both")
+# Teachers known to embed all eight languages (names as `--teacher` and the cache give them); a teacher whose name
+# says "multilingual" or "labse" counts too. Others are taken for English-only: --bitext-targets auto means en.
+MULTILINGUAL_TEACHERS = ("e5-small", "use-multilingual", "e5-small+use-multilingual")
+MULTILINGUAL_WORDS = ("multilingual", "labse", "e5-small")
+# --bitext-targets auto with a multilingual teacher (results/multilingual-distillation.md).
+MULTILINGUAL_DEFAULT_TARGETS = "both"
+
+
+def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict:
+    return {"help": help_text, **({"choices": choices} if choices else {})}
+
+
+@dataclass
+class MultilingualArguments:
+    """The multilingual-distillation settings of `TrainingArguments` (see the module text)."""
+
+    bitext_targets: str = field(
+        default="auto",
+        metadata=_arg(
+            "multilingual distillation: which teacher vectors a pair's sides learn: en (both sides learn "
+            "teacher(English side)), same (each side learns the teacher's vector of itself), both (the mean of the "
+            "two); auto: en for an English-only teacher, " + MULTILINGUAL_DEFAULT_TARGETS + " for a multilingual one",
+            choices=BITEXT_TARGETS,
+        ),
+    )
+    mono_data: list[str] = field(
+        default_factory=list,
+        metadata=_arg(
+            "monolingual text for multilingual distillation (one sentence a line, .gz ok; a multilingual "
+            "--teacher labels it): a batch of it joins every step, student(text) -> teacher(text)"
+        ),
+    )
+    mono_weight: float = field(default=1.0, metadata=_arg("weight of the --mono-data distillation loss"))
+    dev_bitext: str | None = field(
+        default=None,
+        metadata=_arg(
+            "X-English pairs (TSV with a header '<lang>\\ten', .gz ok) that score checkpoints by mining accuracy "
+            "instead of pairs held back from --data (psp languages: the PUD sentences)"
+        ),
+    )
+
+
+def teacher_is_multilingual(name: str | None) -> bool:
+    """Whether a teacher (as `--teacher` or a cache names it) embeds the non-English languages too."""
+    if not name:
+        return False
+    text = str(name).lower()
+    return Path(text).name in MULTILINGUAL_TEACHERS or any(word in text for word in MULTILINGUAL_WORDS)
+
+
+def run_teacher_name(args) -> str | None:
+    """The teacher of a run: `--teacher` ('default': all-MiniLM-L6-v2), else the one its cache names."""
+    from ..data.teacher_labels import TeacherCache, teacher_name
+
+    if args.teacher not in (None, "default"):
+        return teacher_name(args.teacher)
+    if args.teacher == "default":
+        return teacher_name(None)
+    return (TeacherCache(args.teacher_cache).meta() or {}).get("teacher") if args.teacher_cache else None
+
+
+def resolved_targets(args, teacher: str | None) -> str:
+    """`--bitext-targets` with auto resolved for `teacher`."""
+    if args.bitext_targets != "auto":
+        return args.bitext_targets
+    return MULTILINGUAL_DEFAULT_TARGETS if teacher_is_multilingual(teacher) else "en"
+
+
+def validate_multilingual(args) -> None:
+    """Raise `PSPInputError` naming the flag when the multilingual settings of `args` clash."""
+    if args.bitext_targets not in BITEXT_TARGETS:
+        raise PSPInputError(f"--bitext-targets must be one of {', '.join(BITEXT_TARGETS)}; got {args.bitext_targets!r}")
+    if args.mono_weight < 0:
+        raise PSPInputError(f"--mono-weight must be >= 0, got {args.mono_weight}")
+    if (args.mono_data or args.bitext_targets in ("same", "both")) and not args.pair_distill():
+        flag = "--mono-data" if args.mono_data else f"--bitext-targets {args.bitext_targets}"
+        raise PSPInputError(
+            f"{flag} is multilingual distillation: it needs X-English --data with --lang and --teacher (or "
+            "--teacher-cache and --distill-weight > 0)"
+        )
+    for path in args.mono_data:
+        if not Path(path).is_file():
+            raise PSPInputError(f"--mono-data {path}: no such file")
+    if args.dev_bitext is not None:
+        if not Path(args.dev_bitext).is_file():
+            raise PSPInputError(f"--dev-bitext {args.dev_bitext}: no such file")
+        if args.resolved_kind() != "bitext" or args.dev not in ("auto", "bitext"):
+            raise PSPInputError("--dev-bitext is a bitext dev set: it needs --lang xx and --dev auto or bitext")
+
+
+# --------------------------------------------------------------------------------------------- reading
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def read_mono_sentences(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """The distinct non-empty lines of `paths`, in file order (whitespace folded)."""
+    sentences: dict[str, None] = {}
+    for path in map(Path, paths):
+        opener = gzip.open if path.suffix == ".gz" else open
+        try:
+            with opener(path, "rb") as handle:
+                for number, raw in enumerate(handle, 1):  # bytes, so a bad line is named by its number
+                    try:
+                        text = " ".join(raw.decode("utf-8").split())
+                    except UnicodeDecodeError:
+                        raise PSPInputError(f"--mono-data {path}:{number}: not UTF-8 text") from None
+                    if text:
+                        sentences[text] = None
+        except (OSError, EOFError) as error:
+            raise PSPInputError(f"--mono-data {path}: cannot read ({error})") from None
+    if not sentences:
+        raise PSPInputError(f"--mono-data {', '.join(map(str, paths))}: no sentences")
+    return list(sentences)
+
+
+def read_dev_pairs(path: str | os.PathLike, lang: str) -> list[tuple[str, str]]:
+    """The (xx, en) pairs of a dev file: a header naming `lang` and `en`, then one tab-separated pair a line."""
+    path = Path(path)
+    pairs = []
+    with _open_text(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+        if lang not in header or "en" not in header:
+            raise PSPInputError(f"--dev-bitext {path}:1: the header must name {lang} and en, got {header}")
+        first, second = header.index(lang), header.index("en")
+        for number, line in enumerate(handle, 2):
+            cells = line.rstrip("\n").split("\t")
+            if len(cells) != len(header):
+                raise PSPInputError(f"--dev-bitext {path}:{number}: {len(cells)} column(s), expected {len(header)}")
+            if cells[first].strip() and cells[second].strip():
+                pairs.append((cells[first], cells[second]))
+    if not pairs:
+        raise PSPInputError(f"--dev-bitext {path}: no pairs")
+    return pairs
+
+
+# --------------------------------------------------------------------------------------------- the stream
+class MonoPool(TeacherPool):
+    """`--mono-data` sentences with their teacher vectors: a `TeacherPool` whose rows come from a list, not a cache."""
+
+    def __init__(self, paths: Sequence[str], sentences: list[str], vectors: np.ndarray, teacher: str, **shares):
+        self.paths = [str(path) for path in paths]
+        self.directory = None
+        self.meta = {}
+        self.sentences = sentences
+        self.vectors = vectors.astype(np.float16)
+        self.teacher = teacher
+        self.dim = int(vectors.shape[1])
+        self.seed = shares.get("seed", 0)
+        self.rank = shares.get("rank", 0)
+        self.world_size = shares.get("world_size", 1)
+        self.pass_rows = None
+        self.pass_size = len(sentences)
+        self.shard_size = self.pass_size // self.world_size
+        if self.shard_size < 1:
+            raise PSPInputError(f"--mono-data: {len(sentences)} sentence(s) for {self.world_size} processes")
+        self.tokens = None
+        self._index = None
+        self._order_epoch = None
+        self._order = None
+
+    def text_info(self) -> dict:
+        """The monolingual text for the card: sentence count, sources and licences (from `psp prepare mono`)."""
+        return {"mono_sentences": len(self.sentences), "training_text": describe_mono(self.paths, len(self))}
+
+
+def describe_mono(paths: Sequence[str], count: int) -> str:
+    """One line on the monolingual text: its sources and their licences when a `psp prepare mono` report is there."""
+    parts, non_commercial = [], []
+    for path in map(Path, paths):
+        report_file = path.parent / "report.json"
+        report = json.loads(report_file.read_text(encoding="utf-8")) if report_file.is_file() else {}
+        sources = report.get("sources") if report.get("kind") == "mono" else None
+        if not sources:
+            parts.append(f"`{path.name}`")
+            continue
+        for name, info in sources.items():
+            parts.append(f"{name} {info.get('kept', 0):,} ({info.get('license', 'licence not recorded')})")
+            if info.get("non_commercial"):
+                non_commercial.append(name)
+    text = f"{count:,} monolingual sentences labelled by the teacher: " + "; ".join(parts)
+    if non_commercial:
+        text += (
+            f". NON-COMMERCIAL: trained on {', '.join(non_commercial)} (CC BY-NC-SA 4.0): this model may be used "
+            "for research and other non-commercial purposes only"
+        )
+    return text

@@ -1,0 +1,199 @@
+"""The data folder's language sources by name: bitext, monolingual text, the PUD dev set kept out of training."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from psp_hf.data.language_sources import (
+    BITEXT_SOURCES,
+    DEV_SOURCE,
+    MONO_SOURCES,
+    bitext_sources,
+    mono_sources,
+    prepare_mono,
+    read_bitext,
+    stage_bitext,
+)
+from psp_hf.errors import PSPInputError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_bitext_distill import make_bitext  # noqa: E402 - a sibling test module
+
+DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")).resolve()
+PUD_PAIR = ("der hund schläft im park", "the dog sleeps in the park")
+TATOEBA = ("ich habe hunger", "i am hungry")
+
+
+def _gz(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
+    """A data folder in PSP_DATA's layout: empty evaluation sets but Tatoeba, and de/ar sources of every kind."""
+    from psp_hf.data.pool import STS_YEARS
+
+    for folder in [f"sts/en/{year}" for year in STS_YEARS] + ["sts/sts17"]:
+        (root / folder).mkdir(parents=True)
+    for folder in ("sts/stsbenchmark", "sts/sick", "paraphrase/en/mrpc", "senteval"):
+        (root / folder).mkdir(parents=True)
+    (root / "tatoeba" / "v1").mkdir(parents=True)
+    (root / "tatoeba/v1/tatoeba.deu-eng.deu").write_text(TATOEBA[0] + "\n", encoding="utf-8")
+    (root / "tatoeba/v1/tatoeba.deu-eng.eng").write_text(TATOEBA[1] + "\n", encoding="utf-8")
+    rows = "".join(f"{a}\t{b}\n" for a, b in pairs)
+    _gz(root / "bitext/multi30k/de-en/train.tsv.gz", f"de\ten\n{rows}" + "\t".join(PUD_PAIR) + "\n")
+    _gz(root / "bitext/wmt-news/de-en.tsv.gz", "testset\tde\ten\n" + "".join(f"nt\t{a}\t{b}\n" for a, b in pairs[:40]))
+    _gz(root / "bitext/docs/gnome-user-docs/de-en.tsv.gz", "de\ten\n" + rows.splitlines()[0] + "\n")
+    _gz(root / "bitext/mlqe-pe/de-en.tsv.gz", f"de\ten\n{rows}")
+    _gz(root / "bitext/ud-pud/de-en.tsv.gz", "de\ten\n" + "\t".join(PUD_PAIR) + "\n")
+    mono = [f"satz nummer {i} ist hier" for i in range(30)]
+    _gz(root / "unlabeled/de/commonvoice/sentences.txt.gz", "\n".join([*mono, PUD_PAIR[0], "Ich habe Hunger!"]) + "\n")
+    _gz(root / "unlabeled/de/fortunes/sentences.txt.gz", "\n".join([mono[0], "ein spruch", "x " * 150]) + "\n")
+    _gz(root / "unlabeled/ar/saudinewsnet/sentences.txt.gz", "خبر\n")
+    _gz(root / "unlabeled/arz/wikipedia/sentences.txt.gz", "مقالة\n")
+    return root
+
+
+def test_sources_are_chosen_and_weighted_by_name():
+    assert [s.name for s, _ in bitext_sources("de")] == ["multi30k", "wmt-news"]
+    assert [s.name for s, _ in bitext_sources("ar")] == ["multi30k-nllb"]
+    chosen = dict((s.name, w) for s, w in bitext_sources("de", "default,mlqe-pe=0.5,python-docs,wmt-news=0"))
+    assert chosen == {"multi30k": 1.0, "mlqe-pe": 0.5}  # python-docs has no German; weight 0 leaves a source out
+    assert {s.name for s, _ in bitext_sources("fr", "all")} == {
+        name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages
+    }
+    assert "ud-pud" not in BITEXT_SOURCES  # the dev set is no training source
+    with pytest.raises(PSPInputError, match="--sources: no source europarl"):
+        bitext_sources("de", "default,europarl")
+    with pytest.raises(PSPInputError, match=r"weight in \[0, 1\]"):
+        bitext_sources("de", "multi30k=2")
+    # The non-commercial Arabic news: never in default or all, refused by name without the flag.
+    assert [s.name for s, _ in mono_sources("ar", "all")] == ["arz-wikipedia"]
+    with pytest.raises(PSPInputError, match="saudinewsnet is licensed for non-commercial use only"):
+        mono_sources("ar", "saudinewsnet")
+    assert {s.name for s, _ in mono_sources("ar", "all", non_commercial=True)} == {"saudinewsnet", "arz-wikipedia"}
+    assert MONO_SOURCES["ar"]["saudinewsnet"].non_commercial and MONO_SOURCES["de"]["commonvoice"].default
+
+
+def test_staged_bitext_reads_by_header_and_keeps_an_even_fraction(tmp_path):
+    pairs = make_bitext(tmp_path / "pairs.tsv", 200)
+    data = tiny_data_folder(tmp_path / "data", pairs)
+    staged = stage_bitext(bitext_sources("de", "wmt-news,mlqe-pe=0.25"), data, "de", tmp_path)
+    assert [path.name for path in staged] == ["wmt-news.tsv", "mlqe-pe.tsv"]
+    assert read_bitext(staged[0], "de") == pairs[:40]  # the testset column is dropped
+    quarter = read_bitext(staged[1], "de")
+    assert len(quarter) == round(0.25 * len(pairs)) and set(quarter) < set(pairs)
+    assert pairs.index(quarter[-1]) > len(pairs) // 2  # drawn over the whole source, not its head
+    broken = tmp_path / "broken.tsv.gz"
+    _gz(broken, "de\ten\nzwei\tspalten\nnur eine\n")
+    with pytest.raises(PSPInputError, match=r"broken.tsv.gz:3: 1 column"):
+        read_bitext(broken, "de")
+
+
+def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_path):
+    data = tiny_data_folder(tmp_path / "data", make_bitext(tmp_path / "pairs.tsv", 50))
+    chosen = mono_sources("de", "default")
+    report = prepare_mono(chosen, data, "de", tmp_path / "mono", limit=20)
+    with gzip.open(tmp_path / "mono" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
+        sentences = handle.read().splitlines()
+    commonvoice, fortunes = report["sources"]["commonvoice"], report["sources"]["fortunes"]
+    assert commonvoice["evaluation"] == 2  # the PUD sentence and Tatoeba's (normalised: case, punctuation)
+    assert PUD_PAIR[0] not in sentences and "Ich habe Hunger!" not in sentences
+    assert commonvoice["kept"] == 20 and fortunes == {**fortunes, "duplicates": 1, "too_long": 1, "kept": 1}
+    assert len(sentences) == len(set(sentences)) == 21 and "ein spruch" in sentences
+    assert commonvoice["license"].startswith("CC0") and not fortunes["non_commercial"]
+    saved = json.loads((tmp_path / "mono" / "report.json").read_text())
+    assert saved["kind"] == "mono" and saved["sentences"] == 21
+
+
+def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_path, monkeypatch, capsys):
+    from psp_hf.cli import main
+    from psp_hf.training.multilingual import describe_mono
+
+    pairs = make_bitext(tmp_path / "pairs.tsv", 120)
+    data = tiny_data_folder(tmp_path / "data", pairs)
+    monkeypatch.setenv("PSP_DATA", str(data))
+    out = tmp_path / "de"
+    assert main(["prepare", "bitext-sources", "--lang", "de", "--out", str(out), "--vocab-size", "80", "-q"]) == 0
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert set(report["sources"]) == {"multi30k", "wmt-news"}
+    assert report["sources"]["multi30k"]["license"].startswith("research")
+    card = (out / "README.md").read_text()
+    assert f"| multi30k | data folder | {len(pairs) + 1} |" in card  # every pair read, the PUD one included ...
+    import pyarrow.parquet as pq
+
+    english = {s for shard in (out / "data").glob("*.parquet") for s in pq.read_table(shard).column("en").to_pylist()}
+    assert PUD_PAIR[1] not in english and len(english) == len({b for _, b in pairs})  # ... and the PUD one removed
+    from psp_hf.data.cli_sources import bitext_english
+
+    both_sides = set(bitext_english(out, other_side=True))  # what psp prepare label gives a multilingual teacher
+    assert both_sides == english | {a for a, _ in pairs} and set(bitext_english(out)) == english
+    mono = tmp_path / "ar-mono"
+    args = ["prepare", "mono", "--lang", "ar", "--out", str(mono), "--sources", "all,saudinewsnet"]
+    assert main(args) != 0
+    assert "pass --non-commercial" in capsys.readouterr().err
+    assert main([*args, "--non-commercial"]) == 0
+    line = describe_mono([str(mono / "sentences.txt.gz")], 2)
+    assert "saudinewsnet 1 (CC BY-NC-SA" in line and "NON-COMMERCIAL" in line and "arz-wikipedia 1" in line
+
+
+def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
+    from test_multilingual_distill import MultilingualWordTeacher
+
+    from psp_hf.data.teacher_labels import TeacherCache
+    from psp_hf.languages import Settings, _label, _prepare, _train, train_arguments
+    from psp_hf.languages_data import card_training_text, mono_selection
+
+    pairs = make_bitext(tmp_path / "pairs.tsv", 300)
+    data = tiny_data_folder(tmp_path / "data", pairs)
+    monkeypatch.setenv("PSP_DATA", str(data))
+    cache = tmp_path / "cache"
+    TeacherCache(cache).label(["unused"], MultilingualWordTeacher(), name="fake-multilingual")
+    teacher = MultilingualWordTeacher()
+    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: teacher)
+    settings = Settings(
+        out=tmp_path / "out", data=data, teacher="fake-multilingual", teacher_cache=cache, dim=8, vocab_size=100,
+        registry=False, epochs=1, extra=("--max-steps", "4", "--batch-size", "16", "--threads", "1"),
+    )  # fmt: skip
+    folder = tmp_path / "out" / "de"
+    folder.mkdir(parents=True)
+    prepared = _prepare("de", folder, settings)
+    assert prepared["mono_sentences"] == 31  # a multilingual teacher: the default monolingual sources come along
+    labelled = _label("de", folder, settings)
+    assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
+    arguments = train_arguments("de", folder, settings)
+    assert arguments[arguments.index("--dev-bitext") + 1] == str(data / DEV_SOURCE.pattern.format(xx="de"))
+    assert arguments[arguments.index("--bitext-targets") + 1] == "auto" and "--mono-data" in arguments
+    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
+    assert _train("de", folder, settings)["steps"] == 4
+    text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
+    assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text
+    assert not non_commercial
+    assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
+    assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == "default"
+
+
+def test_the_real_data_folder_has_every_source_in_its_layout():
+    """Integration: every source of the tables is where the data folder's README says (fails without it)."""
+    from psp_hf.data.evaluation_filter import evaluation_keys
+
+    assert DATA.is_dir(), f"real data not found at {DATA} (set PSP_DATA)"
+    for code in ("ar", "de", "es", "fr", "ru", "tr", "zh"):
+        for source, _ in bitext_sources(code, "all"):
+            path = source.path(DATA, code)
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                header = handle.readline().rstrip("\n").split("\t")
+            assert code in header and "en" in header, (path, header)
+        for source, _ in mono_sources(code, "all", non_commercial=True):
+            assert source.path(DATA, code).is_file(), source.path(DATA, code)
+        pud = read_bitext(DEV_SOURCE.path(DATA, code), code)
+        assert len(pud) == 1000, (code, len(pud))
+    keys = evaluation_keys(DATA)
+    assert len(keys["PUD"]) > 7000  # both sides of seven languages' 1,000 pairs, the shared English once
