@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +24,9 @@ import numpy as np
 import torch
 
 from ..errors import PSPInputError
+from .data import BAD_LINE, pair_key
 
 DEV_BUCKET = 20  # one pair in 20 is a dev candidate
-
-
-def pair_key(first: str, second: str) -> int:
-    """A stable hash of a pair's text (which pairs are held back must not depend on the process or the run)."""
-    return zlib.crc32(f"{first}\t{second}".encode())
 
 
 @dataclass
@@ -52,8 +47,6 @@ def scan_bitext(
 
     `english` / `foreign`: collect the English / non-English sides of the training pairs (those to label);
     `exclude`: keys of pairs of an outside dev set, skipped like held-back ones (and returned in `dev_keys`)."""
-    from .data import BAD_LINE
-
     scan = BitextScan()
     exclude = exclude or set()
     scan.dev_keys.update(exclude)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..io import decode_line, iter_raw_lines
-from .bitext_teacher import pair_key
 
 # Column pairs recognised without --columns, in order of preference.
 KNOWN_COLUMN_PAIRS = [
@@ -82,6 +81,11 @@ def _local_files(entries: list[str]) -> list[Path] | None:
 
 MAX_REPORTED_BAD_LINES = 10
 BAD_LINE = "_bad_line"  # column of a local TSV row that was malformed: its error message (else None)
+
+
+def pair_key(first: str, second: str) -> int:
+    """A stable hash of a pair's text (which pairs are held back must not depend on the process or the run)."""
+    return zlib.crc32(f"{first}\t{second}".encode())
 
 
 def _tsv_header(path: Path) -> list[str]:
@@ -374,7 +378,7 @@ class PairStream:
         self.skipped_rows = 0
         self.bad_lines = 0  # malformed lines skipped under --skip-bad-lines (this process's share)
         self.report_bad_lines = rank == 0
-        # Pairs held back as the dev set (`bitext_teacher.pair_key` of each): skipped, still counted as read.
+        # Pairs held back as the dev set (`pair_key` of each): skipped, still counted as read.
         self.exclude = exclude or set()
 
     def _bad_line(self, message: str) -> None:
