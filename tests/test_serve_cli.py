@@ -55,6 +55,8 @@ def _one_error_line(capsys) -> str:
 def test_start_up_errors_are_one_line(model_dir, tmp_path, capsys):
     assert main(["serve", str(tmp_path / "no-such-model"), "--port", "0"]) == 2
     assert "no-such-model" in _one_error_line(capsys)
+    assert main(["serve", "someone/no-such-repo", "--port", "0"]) == 2  # the test Hub server answers 404
+    assert "someone/no-such-repo" in _one_error_line(capsys)
     assert main(["serve", str(model_dir), "--port", "70000"]) == 2
     assert "--port" in _one_error_line(capsys)
     with socket.socket() as taken:

@@ -6,5 +6,5 @@
 
 Needs the `serve` extra: pip install 'psp-hf[serve]'. The modules: `cli` (options, start-up), `app` (routes),
 `requests` (reading and checking request bodies), `batching` (requests merged into one encode), `metrics`
-(Prometheus counters), `index` (the search index).
+(Prometheus counters), `index` (the search index), `search` (the page and POST /search).
 """
