@@ -14,11 +14,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import orjson
 
 from .batching import MicroBatcher
 from .metrics import Metrics
 from .requests import APIError, Limits, choice, optional_bool, optional_int, parse_json, read_body, texts
+from .responses import json_response as _json
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +47,6 @@ class _State:
         self.arriving = 0
         self.executor: ThreadPoolExecutor | None = None
         self.batchers: dict[str, MicroBatcher] = {}
-
-
-def _json(content, status: int = 200):
-    from fastapi import Response
-
-    return Response(orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY), status, media_type="application/json")
 
 
 def _openai_error(error: APIError):

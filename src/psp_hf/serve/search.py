@@ -26,7 +26,7 @@ def add_search_routes(app, state, handler, on_error, embed, body_of, model_of) -
     from fastapi import Request
     from fastapi.responses import HTMLResponse
 
-    from .app import _json
+    from .responses import json_response as _json
 
     def index_or_404():
         if state.index is None:
