@@ -199,7 +199,7 @@ apertium: .cache/apertium/.unpacked
 
 .cache/apertium/.unpacked:
 	mkdir -p .cache/apertium/debs .cache/apertium/root
-	cd .cache/apertium/debs && apt-get download $(BITEXT_APERTIUM)
+	cd .cache/apertium/debs && { apt-get download $(BITEXT_APERTIUM) || { apt-get update -qq && apt-get download $(BITEXT_APERTIUM); }; }
 	for deb in .cache/apertium/debs/*.deb; do dpkg -x $$deb .cache/apertium/root; done
 	touch $@
 

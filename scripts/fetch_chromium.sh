@@ -15,7 +15,8 @@ for package in "$@"; do
 	dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -q 'install ok installed' || wanted="$wanted $package"
 done
 echo "fetch_chromium.sh: downloading$wanted"
-(cd "$debs" && apt-get download $wanted)
+# A stale package list names versions the mirror no longer has: refresh it once and try again.
+(cd "$debs" && apt-get download $wanted) || { apt-get update -qq && (cd "$debs" && apt-get download $wanted); }
 for package in $wanted; do
 	for deb in "$debs/${package}"_*.deb; do dpkg -x "$deb" "$root"; done
 done
