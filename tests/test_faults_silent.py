@@ -226,3 +226,24 @@ def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_her
     code, _, err = run_cli("export", str(out), "-o", str(tmp_path / "m2v"), "--format", "model2vec")
     assert code == 0, err
     assert _modes(tmp_path / "m2v")["model.safetensors"] == umask_027
+
+
+# ------------------------------------------------------------------------------------------ memory
+def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
+    from psp_hf.io import MAX_LINE_BYTES
+
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"a short line\n" + b"a dog " * (MAX_LINE_BYTES // 3))  # 2 MiB, no newline
+    code, _, err = run_cli("embed", "-m", str(model), str(huge), "-o", str(tmp_path / "out.npy"))
+    assert code == 2
+    assert f"{huge}:2: line longer than {MAX_LINE_BYTES:,} bytes" in one_error_line(err)
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_a_line_of_exactly_the_limit_is_read(tmp_path):
+    from psp_hf.io import MAX_LINE_BYTES, iter_raw_lines
+
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"x" * (MAX_LINE_BYTES - 1) + b"\n" + b"next\n")
+    lines = list(iter_raw_lines(path))
+    assert [number for number, _ in lines] == [1, 2] and len(lines[0][1]) == MAX_LINE_BYTES - 1

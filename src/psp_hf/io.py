@@ -79,6 +79,10 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
+# The longest line psp reads (1 MiB): far beyond any sentence, and a bound on the memory one line can take.
+MAX_LINE_BYTES = 1 << 20
+
+
 class TruncatedInputError(PSPInputError):
     """A compressed file that breaks off (or turns to garbage) after some good lines: nothing after can be read."""
 
@@ -88,7 +92,15 @@ def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     with _open_binary(path) as handle:
         number = 0
         try:
-            for number, raw in enumerate(handle, start=1):  # noqa: B007 - number names the line of an error
+            # Read at most MAX_LINE_BYTES + 1 bytes a line: one huge line (a 50 MB file without newlines) is refused
+            # here instead of tokenized into gigabytes.
+            lines = iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b"")
+            for number, raw in enumerate(lines, start=1):  # noqa: B007 - number names the line of an error
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise PSPInputError(
+                        f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; psp reads one sentence (or one "
+                        "pair) a line"
+                    )
                 yield number, raw.rstrip(b"\r\n")
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
             raise TruncatedInputError(f"{path}:{number + 1}: cannot read further: broken gzip data ({error})") from None
