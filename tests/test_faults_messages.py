@@ -130,3 +130,14 @@ def test_export_to_a_file_says_it_writes_a_folder(tmp_path, model):
     target.write_text("x")
     code, _, err = run_cli("export", str(model), "-o", str(target))
     assert code == 2 and "is a file; psp export writes a model folder" in one_error_line(err)
+
+
+def test_a_refused_smaller_push_retries_with_a_folder_that_exists(model, hub_server, hub_repo_id):
+    with hub_server.failing(403, methods="POST"):
+        code, _, err = run_cli("push", str(model), hub_repo_id, "--quantize-to", "int8", "-q")
+    assert code == 1 and "Retry with:" in err
+    command = err.split("Retry with:", 1)[1].split()
+    assert command[:2] == ["psp", "push"]
+    assert Path(command[2]).resolve() == model.resolve()  # MODEL_DIR, not the temporary smaller copy
+    assert "--quantize-to" in command and "int8" in command
+    assert run_cli(*command[1:])[0] == 0  # the printed command does retry
