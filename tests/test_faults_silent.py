@@ -247,3 +247,23 @@ def test_a_line_of_exactly_the_limit_is_read(tmp_path):
     path.write_bytes(b"x" * (MAX_LINE_BYTES - 1) + b"\n" + b"next\n")
     lines = list(iter_raw_lines(path))
     assert [number for number, _ in lines] == [1, 2] and len(lines[0][1]) == MAX_LINE_BYTES - 1
+
+
+# ------------------------------------------------------------------------------------------ litter
+def test_a_killed_writers_temporary_goes_with_the_next_write_into_its_folder(tmp_path):
+    import subprocess
+    import sys
+
+    from psp_hf.io import atomic_path
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has exited: what a SIGKILLed psp leaves is named after such a pid
+    stale = tmp_path / f".vectors.npy.{pid}-0123abcd.tmp"
+    stale.write_bytes(b"half an embedding file")
+    alive = tmp_path / f".other.npy.{os.getpid()}-0123abcd.tmp"  # this process's own: kept
+    alive.write_bytes(b"in progress")
+    unrelated = tmp_path / ".notes.tmp"
+    unrelated.write_text("not psp's")
+    with atomic_path(tmp_path / "scores.tsv") as tmp:  # another output, into the same folder
+        tmp.write_text("x\n")
+    assert not stale.exists() and alive.exists() and unrelated.exists()

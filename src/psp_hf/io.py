@@ -6,6 +6,7 @@ import contextlib
 import errno
 import gzip
 import os
+import re
 import secrets
 import signal
 import stat
@@ -226,17 +227,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_TEMP_TAIL = re.compile(r"\.(\d+)-[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
+
+
 def _remove_stale_temps(path: Path) -> list[Path]:
-    """Remove temporaries of `path` left by writers that died (SIGKILL, power loss); returns what was removed."""
-    prefix = f".{path.name}."
+    """Remove the temporaries that writers which died (SIGKILL, power loss) left in `path`'s folder, whatever
+    output they were for (`.NAME.PID-XXXXXXXX.tmp` of a dead PID); returns what was removed."""
     removed = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(path.parent):
-            name = entry.name
-            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            match = _TEMP_TAIL.search(entry.name)
+            if not (entry.name.startswith(".") and match and entry.is_file(follow_symlinks=False)):
                 continue
-            pid_text = name[len(prefix) : -len(TEMP_SUFFIX)].split("-", 1)[0]
-            if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            pid = int(match.group(1))
+            if pid != os.getpid() and not _pid_alive(pid):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
                     removed.append(Path(entry.path))
