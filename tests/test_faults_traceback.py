@@ -194,3 +194,37 @@ def test_a_run_stopped_before_its_first_chunk_does_not_refuse_the_corrected_comm
     (tmp_path / "parts" / "part-000000.tsv").write_text("done\n")  # once a chunk exists, settings must match
     with pytest.raises(PSPInputError, match="holds a run with other settings"):
         _check_run(tmp_path, _bt_settings("third-model"), overwrite=False)
+
+
+# ------------------------------------------------------------------------------------------ backtranslate's lengths
+@pytest.fixture(scope="module")
+def translation_models(tmp_path_factory) -> Path:
+    from test_backtranslation import build_models
+
+    return build_models(tmp_path_factory.mktemp("bt-models"))  # positions: 64
+
+
+def _backtranslate(bitext: Path, models: Path, out: Path, *extra: str) -> tuple[int, str]:
+    argv = ["backtranslate", str(bitext), "--src-lang", "cs", "--model", str(models / "mt"), "--out", str(out)]
+    code, _, err = run_cli(*argv, "--batch-size", "2", "-q", *extra)
+    return code, err
+
+
+def test_backtranslate_refuses_more_new_tokens_than_the_model_has_positions(tmp_path, translation_models):
+    from test_backtranslation import make_bitext
+
+    bitext = tmp_path / "cs-en.tsv"
+    make_bitext(bitext, 4)
+    code, err = _backtranslate(bitext, translation_models, tmp_path / "out", "--max-new-tokens", "500")
+    assert code == 2 and "--max-new-tokens 500" in one_error_line(err) and "at most 64" in err
+
+
+def test_backtranslate_cuts_sources_longer_than_the_model_reads(tmp_path, translation_models):
+    from test_backtranslation import SOURCE_WORDS
+
+    bitext = tmp_path / "cs-en.tsv"
+    long_source = " ".join(SOURCE_WORDS * 40)  # far past the model's 64 positions
+    bitext.write_text(f"{long_source}\tthe long one\n{SOURCE_WORDS[0]}\ta short one\n")
+    code, err = _backtranslate(bitext, translation_models, tmp_path / "out", "--max-new-tokens", "8")
+    assert code == 0, err
+    assert len((tmp_path / "out" / "translations.tsv").read_text().splitlines()) >= 2
