@@ -288,3 +288,41 @@ def test_an_export_that_fails_midway_leaves_nothing_that_blocks_the_rerun(tmp_pa
     code, _, err = run_cli("export", str(model), "-o", str(out), "--format", "model2vec")
     assert code == 0, err
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_embed_dataset_workers_stop_with_their_parent(tmp_path, model, sig):
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    rng = random.Random(0)
+    words = ["man", "dog", "cat", "runs", "sits", "the", "a", "park", "ball", "red"]
+    source = tmp_path / "big.txt"
+    source.write_text("".join(" ".join(rng.choice(words) for _ in range(8)) + "\n" for _ in range(400_000)))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "psp_hf.cli", "embed-dataset", "-m", str(model), "-o", str(out)]
+    parent = subprocess.Popen([*argv, "--num-proc", "2", "--threads", "1", "-q", str(source)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    workers: list = []
+    while len(workers) < 2 and time.monotonic() < deadline:
+        workers = psutil.Process(parent.pid).children()
+        time.sleep(0.05)
+    assert len(workers) == 2, "the workers did not start"
+    parent.send_signal(getattr(signal, sig))
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 5  # the 400,000 lines take the workers far longer than this
+    while time.monotonic() < deadline and any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers):
+        time.sleep(0.1)
+    alive = [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:  # do not leave them behind whatever the outcome
+        psutil.Process(pid).kill()
+    assert not alive, f"workers {alive} went on after their parent got {sig}"
+    if sig == "SIGTERM":
+        assert parent.returncode == 128 + signal.SIGTERM
+        assert not list(out.glob(".*.tmp")) if out.exists() else True  # their temporaries removed
