@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the generators live beside the test that bounds them
 
 
-def _explorer(reader, context, counts: Counter, failures: list, deadline: float | None, limit: int, seed_value: int):
+def _explorer(reader, context, counts: Counter, failures: list, limit: int, seed_value: int):
     """A hypothesis-driven loop over `reader`'s inputs, counting outcomes (no assertion, no shrinking)."""
     from fuzz_inputs import run_one
     from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -39,8 +39,6 @@ def _explorer(reader, context, counts: Counter, failures: list, deadline: float 
     )
     @given(data=st.data())
     def explore(data):
-        if deadline is not None and time.perf_counter() > deadline:
-            return  # hypothesis has no time limit: the remaining draws are skipped, not counted
         value = data.draw(reader.strategy(context))
         outcome, detail = run_one(reader, context, value)
         counts[outcome] += 1
@@ -76,11 +74,13 @@ def main() -> int:
             counts: Counter = Counter()
             failures: list[str] = []
             started = time.perf_counter()
-            deadline = None if args.minutes is None else started + 60 * args.minutes
-            limit = 10**9 if deadline is not None else args.examples
-
-            explore = _explorer(reader, context, counts, failures, deadline, limit, args.seed)
-            explore()
+            if args.minutes is None:
+                _explorer(reader, context, counts, failures, args.examples, args.seed)()
+            else:  # batches of 10 with fresh seeds until the time is up (hypothesis has no time limit of its own)
+                batch = 0
+                while time.perf_counter() - started < 60 * args.minutes:
+                    _explorer(reader, context, counts, failures, 10, args.seed * 100_003 + batch)()
+                    batch += 1
             seconds = time.perf_counter() - started
             rows.append((reader.name, counts, seconds))
             for text in failures[: args.show]:

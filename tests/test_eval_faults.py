@@ -116,6 +116,32 @@ def test_unwritable_folder_is_refused(psp_folder, data_dir, tmp_path, capsys, mo
     assert not (locked / "new").exists()
 
 
+def test_a_full_disk_under_the_atomic_writer_keeps_the_results(psp_folder, data_dir, tmp_path, capsys, monkeypatch):
+    """The disk fills while the report's own files are written (not a stubbed write_outputs): the JSON is still
+    saved to a temporary file named in the one error line (issue 35)."""
+    from pathlib import Path as RealPath
+
+    output = tmp_path / "out" / "results.json"
+    real_write_text = RealPath.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self.parent == output.parent:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(RealPath, "write_text", write_text)
+    kept = tmp_path / "tmp"
+    kept.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(kept))
+    assert main(_eval(psp_folder, data_dir, "-o", str(output))) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"--output {output}: could not write the report" in line and "no space left" in line
+    (saved,) = kept.glob("psp-eval-*.json")
+    assert f"saved to {saved}" in line
+    assert json.loads(saved.read_text(encoding="utf-8"))["models"]
+    assert not any(output.parent.iterdir())  # no temporary left beside the output
+
+
 def test_a_write_failing_after_the_run_keeps_the_results(psp_folder, data_dir, tmp_path, capsys, monkeypatch):
     from psp_hf.evaluation import report
 

@@ -4,6 +4,7 @@ invalid Hub id, not a missing --column), and `-q` quiets transformers' own progr
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -71,12 +72,12 @@ def test_a_missing_model_path_is_not_called_an_invalid_hub_id(tmp_path, name, mo
     assert f"{name}: no such model folder" in line and "HFValidationError" not in line
 
 
-def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id, monkeypatch):
+def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id):
     from transformers.utils import logging as transformers_logging
 
-    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)  # as in a shell without the suite's settings
-    monkeypatch.delenv("HF_DATASETS_DISABLE_PROGRESS_BARS", raising=False)
-    transformers_logging.enable_progress_bar()
+    with warnings.catch_warnings():  # huggingface_hub's own bars stay off (HF_HUB_DISABLE_PROGRESS_BARS), and say so
+        warnings.simplefilter("ignore", UserWarning)
+        transformers_logging.enable_progress_bar()  # as in a shell without the test suite's settings
     try:
         code, _, err = run_cli("push", str(model), hub_repo_id, "--dimensionality", "8", "-q")
     finally:
@@ -129,3 +130,14 @@ def test_export_to_a_file_says_it_writes_a_folder(tmp_path, model):
     target.write_text("x")
     code, _, err = run_cli("export", str(model), "-o", str(target))
     assert code == 2 and "is a file; psp export writes a model folder" in one_error_line(err)
+
+
+def test_a_refused_smaller_push_retries_with_a_folder_that_exists(model, hub_server, hub_repo_id):
+    with hub_server.failing(403, methods="POST"):
+        code, _, err = run_cli("push", str(model), hub_repo_id, "--quantize-to", "int8", "-q")
+    assert code == 1 and "Retry with:" in err
+    command = err.split("Retry with:", 1)[1].split()
+    assert command[:2] == ["psp", "push"]
+    assert Path(command[2]).resolve() == model.resolve()  # MODEL_DIR, not the temporary smaller copy
+    assert "--quantize-to" in command and "int8" in command
+    assert run_cli(*command[1:])[0] == 0  # the printed command does retry

@@ -226,3 +226,103 @@ def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_her
     code, _, err = run_cli("export", str(out), "-o", str(tmp_path / "m2v"), "--format", "model2vec")
     assert code == 0, err
     assert _modes(tmp_path / "m2v")["model.safetensors"] == umask_027
+
+
+# ------------------------------------------------------------------------------------------ memory
+def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
+    from psp_hf.io import MAX_LINE_BYTES
+
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"a short line\n" + b"a dog " * (MAX_LINE_BYTES // 3))  # 2 MiB, no newline
+    code, _, err = run_cli("embed", "-m", str(model), str(huge), "-o", str(tmp_path / "out.npy"))
+    assert code == 2
+    assert f"{huge}:2: line longer than {MAX_LINE_BYTES:,} bytes" in one_error_line(err)
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_a_line_of_exactly_the_limit_is_read(tmp_path):
+    from psp_hf.io import MAX_LINE_BYTES, iter_raw_lines
+
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"x" * (MAX_LINE_BYTES - 1) + b"\n" + b"next\n")
+    lines = list(iter_raw_lines(path))
+    assert [number for number, _ in lines] == [1, 2] and len(lines[0][1]) == MAX_LINE_BYTES - 1
+
+
+# ------------------------------------------------------------------------------------------ litter
+def test_a_killed_writers_temporary_goes_with_the_next_write_into_its_folder(tmp_path):
+    import subprocess
+    import sys
+
+    from psp_hf.io import atomic_path
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has exited: what a SIGKILLed psp leaves is named after such a pid
+    stale = tmp_path / f".vectors.npy.{pid}-0123abcd.tmp"
+    stale.write_bytes(b"half an embedding file")
+    alive = tmp_path / f".other.npy.{os.getpid()}-0123abcd.tmp"  # this process's own: kept
+    alive.write_bytes(b"in progress")
+    unrelated = tmp_path / ".notes.tmp"
+    unrelated.write_text("not psp's")
+    with atomic_path(tmp_path / "scores.tsv") as tmp:  # another output, into the same folder
+        tmp.write_text("x\n")
+    assert not stale.exists() and alive.exists() and unrelated.exists()
+
+
+def test_an_export_that_fails_midway_leaves_nothing_that_blocks_the_rerun(tmp_path, model, monkeypatch):
+    import errno
+
+    import psp_hf.static_models as static_models
+
+    real_write_json = static_models._write_json
+
+    def full_disk(path, data):  # the table was written, then the disk filled
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(static_models, "_write_json", full_disk)
+    out = tmp_path / "m2v"
+    code, _, err = run_cli("export", str(model), "-o", str(out), "--format", "model2vec")
+    assert code == 2 and "No space left on device" in one_error_line(err)
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # no half folder, no staging folder
+    monkeypatch.setattr(static_models, "_write_json", real_write_json)
+    code, _, err = run_cli("export", str(model), "-o", str(out), "--format", "model2vec")
+    assert code == 0, err
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_embed_dataset_workers_stop_with_their_parent(tmp_path, model, sig):
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    rng = random.Random(0)
+    words = ["man", "dog", "cat", "runs", "sits", "the", "a", "park", "ball", "red"]
+    source = tmp_path / "big.txt"
+    source.write_text("".join(" ".join(rng.choice(words) for _ in range(8)) + "\n" for _ in range(400_000)))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "psp_hf.cli", "embed-dataset", "-m", str(model), "-o", str(out)]
+    parent = subprocess.Popen([*argv, "--num-proc", "2", "--threads", "1", "-q", str(source)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    workers: list = []
+    while len(workers) < 2 and time.monotonic() < deadline:
+        workers = psutil.Process(parent.pid).children()
+        time.sleep(0.05)
+    assert len(workers) == 2, "the workers did not start"
+    parent.send_signal(getattr(signal, sig))
+    parent.wait(timeout=60)
+    deadline = time.monotonic() + 5  # the 400,000 lines take the workers far longer than this
+    while time.monotonic() < deadline and any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers):
+        time.sleep(0.1)
+    alive = [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    for pid in alive:  # do not leave them behind whatever the outcome
+        psutil.Process(pid).kill()
+    assert not alive, f"workers {alive} went on after their parent got {sig}"
+    if sig == "SIGTERM":
+        assert parent.returncode == 128 + signal.SIGTERM
+        assert not list(out.glob(".*.tmp")) if out.exists() else True  # their temporaries removed

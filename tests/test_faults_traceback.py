@@ -5,6 +5,7 @@ UTF-8. Each ends in one `psp: error:` line naming the file and line, or the argu
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -158,3 +159,72 @@ def test_backtranslate_refuses_an_unusable_device_before_its_run_file(tmp_path, 
     code, _, err = run_cli(*argv, "--device", device)
     assert code == 2 and f"--device {device!r}" in one_error_line(err) or f"--device {device}:" in err
     assert not out.exists()  # no run.json that would refuse the corrected command
+
+
+# ------------------------------------------------------------------------------------------ backtranslate's run.json
+def _bt_settings(model: str = "m"):
+    from psp_hf.backtranslation.pipeline import TranslateSettings
+
+    return TranslateSettings(bitext="/data/bt.tsv", src_lang="de", model=model)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"complete": false}'])
+def test_a_corrupt_backtranslate_run_file_is_one_error_when_chunks_exist(tmp_path, content):
+    from psp_hf.backtranslation.pipeline import _check_run
+    from psp_hf.errors import PSPInputError
+
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "part-000000.tsv").write_text("done\n")
+    (tmp_path / "run.json").write_text(content)
+    with pytest.raises(PSPInputError, match=r"run\.json: cannot be read .* pass --overwrite"):
+        _check_run(tmp_path, _bt_settings(), overwrite=False)
+
+
+def test_a_run_stopped_before_its_first_chunk_does_not_refuse_the_corrected_command(tmp_path):
+    from psp_hf.backtranslation.pipeline import _check_run
+    from psp_hf.errors import PSPInputError
+
+    assert _check_run(tmp_path, _bt_settings("wrong-model"), overwrite=False) is False  # then it failed
+    assert _check_run(tmp_path, _bt_settings("right-model"), overwrite=False) is False  # corrected: accepted
+    assert json.loads((tmp_path / "run.json").read_text())["settings"]["model"] == "right-model"
+    (tmp_path / "run.json").write_text("{garbage")  # and a damaged file with nothing done is simply replaced
+    assert _check_run(tmp_path, _bt_settings("right-model"), overwrite=False) is False
+    assert json.loads((tmp_path / "run.json").read_text())["settings"]["model"] == "right-model"
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "part-000000.tsv").write_text("done\n")  # once a chunk exists, settings must match
+    with pytest.raises(PSPInputError, match="holds a run with other settings"):
+        _check_run(tmp_path, _bt_settings("third-model"), overwrite=False)
+
+
+# ------------------------------------------------------------------------------------------ backtranslate's lengths
+@pytest.fixture(scope="module")
+def translation_models(tmp_path_factory) -> Path:
+    from test_backtranslation import build_models
+
+    return build_models(tmp_path_factory.mktemp("bt-models"))  # positions: 64
+
+
+def _backtranslate(bitext: Path, models: Path, out: Path, *extra: str) -> tuple[int, str]:
+    argv = ["backtranslate", str(bitext), "--src-lang", "cs", "--model", str(models / "mt"), "--out", str(out)]
+    code, _, err = run_cli(*argv, "--batch-size", "2", "-q", *extra)
+    return code, err
+
+
+def test_backtranslate_refuses_more_new_tokens_than_the_model_has_positions(tmp_path, translation_models):
+    from test_backtranslation import make_bitext
+
+    bitext = tmp_path / "cs-en.tsv"
+    make_bitext(bitext, 4)
+    code, err = _backtranslate(bitext, translation_models, tmp_path / "out", "--max-new-tokens", "500")
+    assert code == 2 and "--max-new-tokens 500" in one_error_line(err) and "at most 64" in err
+
+
+def test_backtranslate_cuts_sources_longer_than_the_model_reads(tmp_path, translation_models):
+    from test_backtranslation import SOURCE_WORDS
+
+    bitext = tmp_path / "cs-en.tsv"
+    long_source = " ".join(SOURCE_WORDS * 40)  # far past the model's 64 positions
+    bitext.write_text(f"{long_source}\tthe long one\n{SOURCE_WORDS[0]}\ta short one\n")
+    code, err = _backtranslate(bitext, translation_models, tmp_path / "out", "--max-new-tokens", "8")
+    assert code == 0, err
+    assert len((tmp_path / "out" / "translations.tsv").read_text().splitlines()) >= 2

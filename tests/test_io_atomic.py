@@ -33,13 +33,13 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     target = tmp_path / "out.npy"
     dead = tmp_path / ".out.npy.999999999-0a1b2c3d.tmp"  # above any pid_max: that writer is surely gone
     live = tmp_path / f".out.npy.{os.getppid()}-0a1b2c3d.tmp"  # a running process's: must stay
-    other = tmp_path / ".other.npy.999999999-0a1b2c3d.tmp"  # another output's: not ours to judge
+    other = tmp_path / ".other.npy.999999999-0a1b2c3d.tmp"  # another output's, its writer dead too (issue 35)
     for path in (dead, live, other):
         path.write_bytes(b"partial")
     with atomic_path(target) as tmp:
         assert tmp.name.startswith(f".out.npy.{os.getpid()}-") and tmp.name.endswith(".tmp")
         tmp.write_bytes(b"done")
-    assert not dead.exists() and live.exists() and other.exists()
+    assert not dead.exists() and live.exists() and not other.exists()
     assert target.read_bytes() == b"done"
 
 

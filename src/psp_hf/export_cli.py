@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from pathlib import Path
 
 from .errors import PSPInputError
@@ -48,12 +50,31 @@ def run(args: argparse.Namespace) -> int:
         check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
     except ValueError as error:
         raise PSPInputError(f"--{str(error).replace('_', '-')}") from None
-    if args.format == "psp":
-        encoder.save_pretrained(output, quantize_to=args.quantize_to, dimensionality=args.dimensionality)
-    else:
-        if args.dimensionality is not None and args.dimensionality != encoder.dim:
-            table, piece_weights = encoder._weights()
-            encoder = encoder._with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
-        save_model2vec(encoder, output, quantize_to=args.quantize_to)
+    if args.format == "model2vec" and args.dimensionality is not None and args.dimensionality != encoder.dim:
+        table, piece_weights = encoder._weights()
+        encoder = encoder._with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
+    # Written into a hidden folder beside OUT and renamed at the end: a kill or a full disk leaves no half folder
+    # that would refuse the rerun (a dead run's staging folder is removed by the next export beside it).
+    staging = output.parent / f".{output.name}.export-{os.getpid()}"
+    _remove_dead_staging(output)
+    try:
+        if args.format == "psp":
+            encoder.save_pretrained(staging, quantize_to=args.quantize_to, dimensionality=args.dimensionality)
+        else:
+            save_model2vec(encoder, staging, quantize_to=args.quantize_to)
+        if output.exists():
+            output.rmdir()  # empty (checked above)
+        os.replace(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
     return 0
+
+
+def _remove_dead_staging(output: Path) -> None:
+    from .io import _pid_alive
+
+    for folder in output.parent.glob(f".{output.name}.export-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)

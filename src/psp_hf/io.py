@@ -6,6 +6,7 @@ import contextlib
 import errno
 import gzip
 import os
+import re
 import secrets
 import signal
 import stat
@@ -79,6 +80,10 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
+# The longest line psp reads (1 MiB): far beyond any sentence, and a bound on the memory one line can take.
+MAX_LINE_BYTES = 1 << 20
+
+
 class TruncatedInputError(PSPInputError):
     """A compressed file that breaks off (or turns to garbage) after some good lines: nothing after can be read."""
 
@@ -88,7 +93,15 @@ def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     with _open_binary(path) as handle:
         number = 0
         try:
-            for number, raw in enumerate(handle, start=1):  # noqa: B007 - number names the line of an error
+            # Read at most MAX_LINE_BYTES + 1 bytes a line: one huge line (a 50 MB file without newlines) is refused
+            # here instead of tokenized into gigabytes.
+            lines = iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b"")
+            for number, raw in enumerate(lines, start=1):  # noqa: B007 - number names the line of an error
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise PSPInputError(
+                        f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; psp reads one sentence (or one "
+                        "pair) a line"
+                    )
                 yield number, raw.rstrip(b"\r\n")
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
             raise TruncatedInputError(f"{path}:{number + 1}: cannot read further: broken gzip data ({error})") from None
@@ -172,17 +185,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_TEMP_TAIL = re.compile(r"\.(\d+)-[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
+
+
 def _remove_stale_temps(path: Path) -> list[Path]:
-    """Remove temporaries of `path` left by writers that died (SIGKILL, power loss); returns what was removed."""
-    prefix = f".{path.name}."
+    """Remove the temporaries that writers which died (SIGKILL, power loss) left in `path`'s folder, whatever
+    output they were for (`.NAME.PID-XXXXXXXX.tmp` of a dead PID); returns what was removed."""
     removed = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(path.parent):
-            name = entry.name
-            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            match = _TEMP_TAIL.search(entry.name)
+            if not (entry.name.startswith(".") and match and entry.is_file(follow_symlinks=False)):
                 continue
-            pid_text = name[len(prefix) : -len(TEMP_SUFFIX)].split("-", 1)[0]
-            if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            pid = int(match.group(1))
+            if pid != os.getpid() and not _pid_alive(pid):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
                     removed.append(Path(entry.path))

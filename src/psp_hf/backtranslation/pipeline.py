@@ -90,19 +90,30 @@ def _check_run(out: Path, settings: TranslateSettings, overwrite: bool) -> bool:
     """Prepare `out` for the run; True when `out` already holds its complete translations."""
     state = out / "run.json"
     wanted = asdict(settings)
+    # A run that stopped before its first chunk has nothing to resume: a corrected command simply starts over.
+    nothing_done = not any((out / "parts").glob("part-*.tsv")) and not (out / TRANSLATIONS).is_file()
     if state.is_file():
-        saved = json.loads(state.read_text())
+        try:
+            saved = json.loads(state.read_text(encoding="utf-8"))
+            if not isinstance(saved.get("settings"), dict):
+                raise ValueError("no settings object")
+        except (OSError, ValueError, AttributeError) as error:
+            if not (overwrite or nothing_done):
+                raise PSPInputError(
+                    f"{state}: cannot be read ({error}); pass --overwrite to start this folder afresh, or another --out"
+                ) from None
+            saved = {"settings": None}  # rewritten below
         if overwrite:
             shutil.rmtree(out / "parts", ignore_errors=True)
             for name in (TRANSLATIONS, PAIRS, "report.json", "run.json"):
                 (out / name).unlink(missing_ok=True)
-        elif saved["settings"] != wanted:
+        elif saved["settings"] != wanted and not nothing_done:
             changed = sorted(k for k in wanted if saved["settings"].get(k) != wanted[k])
             raise PSPInputError(
                 f"{out}: holds a run with other settings ({', '.join(changed)} differ); rerun it with the same "
                 "arguments to resume, or pass --overwrite or another --out"
             )
-        else:
+        elif saved["settings"] == wanted:
             return bool(saved.get("complete")) and (out / TRANSLATIONS).is_file()
     elif out.exists() and any(out.iterdir()) and not overwrite:
         raise PSPInputError(f"{out}: exists and is not a psp backtranslate folder; pass --overwrite or another --out")

@@ -112,6 +112,13 @@ class Translator:
             self.model = AutoModelForSeq2SeqLM.from_pretrained(model, **kwargs).to(self.device).eval()
         except (OSError, ValueError) as error:
             raise PSPInputError(f"--model {model}: cannot load a seq2seq model and tokenizer: {error}") from error
+        positions = _positions(self.model.config)
+        if positions is not None:
+            # A model with learned positions cannot read or write past them (an index error deep in torch):
+            # inputs are cut to what it reads, and asking for longer outputs is refused before any work.
+            if max_new_tokens > positions:
+                raise PSPInputError(f"--max-new-tokens {max_new_tokens}: {model} writes at most {positions} tokens")
+            max_source_tokens = min(max_source_tokens, positions)
         self.num_beams, self.max_new_tokens, self.max_source_tokens = num_beams, max_new_tokens, max_source_tokens
         # Many-to-many models (NLLB, M2M100, mBART) take the source language on the tokenizer and start the
         # translation with a forced target-language token.
@@ -179,3 +186,12 @@ class Translator:
         mask = (ended_before == 0).float()
         counts = mask.sum(dim=1).clamp(min=1)
         return ((token_nll * mask).sum(dim=1) / counts).cpu().numpy().astype(np.float64)
+
+
+def _positions(config) -> int | None:
+    """How many positions the model's learned position embeddings hold (None: no such limit known)."""
+    for name in ("max_position_embeddings", "n_positions", "max_target_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -181,6 +182,42 @@ def _child_command(args: argparse.Namespace, threads: int) -> list[str]:
     return command + (["--normalize"] if args.normalize else []) + (["--quiet"] if args.quiet else [])
 
 
+def _die_with_parent() -> None:
+    """In a child, before it runs: ask Linux to send SIGTERM when the parent dies (a SIGKILLed psp leaves no
+    workers writing on); elsewhere nothing."""
+    try:
+        import ctypes
+
+        parent = os.getppid()
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_children(command: list[str], environments: list[dict]) -> list[int]:
+    """Start one worker a rank and wait for them; on SIGTERM, Ctrl-C or any error, stop them first."""
+    from ..io import _terminate_as_exception
+
+    children: list[subprocess.Popen] = []
+    with _terminate_as_exception():  # SIGTERM becomes `Terminated` here, so the workers are stopped below
+        try:
+            for environment in environments:
+                children.append(subprocess.Popen(command, env=environment, preexec_fn=_die_with_parent))
+            return [child.wait() for child in children]
+        except BaseException:
+            for child in children:
+                child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+            raise
+
+
 def run(args: argparse.Namespace) -> int:
     """Embed the dataset in this process (its RANK's share) or spawn --num-proc processes that do."""
     if args.num_proc < 1:
@@ -192,8 +229,7 @@ def run(args: argparse.Namespace) -> int:
     if args.num_proc > 1:
         command = _child_command(args, threads)
         environments = [dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.num_proc)) for r in range(args.num_proc)]
-        children = [subprocess.Popen(command, env=environment) for environment in environments]
-        codes = [child.wait() for child in children]
+        codes = _run_children(command, environments)
         failed = [r for r, code in enumerate(codes) if code != 0]
         if failed:
             raise PSPInputError(

@@ -178,9 +178,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         try:
             written = write_outputs(report, args.output)
-        except OSError as error:
+        except (OSError, PSPInputError) as error:  # atomic_path reports a full disk as a PSPInputError
+            reason = getattr(error, "strerror", None) or str(error)
             raise PSPInputError(
-                f"--output {args.output}: could not write the report ({error.strerror or error}); the results "
+                f"--output {args.output}: could not write the report ({reason}); the results "
                 f"were {save_elsewhere(report)}, and the tables are on stdout above"
             ) from None
         for path in written:

@@ -236,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
                 repo_type=args.repo_type,
                 extra_files=extra,
                 retry_args=_card_arguments(args),
+                source=source,  # a --quantize-to copy is temporary: the retry names MODEL_DIR
             )
         except PSPPushError as error:
             print(f"psp: error: {error}", file=sys.stderr)

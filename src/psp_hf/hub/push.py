@@ -97,6 +97,7 @@ def push_folder(
     extra_files: Mapping[str, bytes | str | os.PathLike] | None = None,
     ignore_patterns: Iterable[str] | None = None,
     retry_args: Sequence[str] = (),
+    source: str | os.PathLike | None = None,
 ) -> str:
     """Create `repo_id` if needed and upload every file of `folder` in one commit; returns the repo's URL.
 
@@ -104,7 +105,8 @@ def push_folder(
     the repo to bytes or local files uploaded beside (or instead of) the folder's own files, so a caller can
     change what is uploaded without writing into `folder`. Hidden files and `ignore_patterns` (fnmatch on the
     path inside the folder; default `DEFAULT_IGNORE_PATTERNS` for models, nothing otherwise) are left out.
-    `retry_args` are added to the `psp push` command the error gives.
+    `retry_args` are added to the `psp push` command the error gives; `source` is the folder that command names
+    when `folder` is a temporary copy made from it (`psp push --quantize-to`), which is gone by then.
 
     Raises `PSPInputError` for a missing folder or a malformed repo id, and `PSPPushError` when the Hub
     refuses or cannot be reached; `folder` is never modified.
@@ -139,7 +141,8 @@ def push_folder(
     if not files:
         raise PSPInputError(f"{folder}: nothing to push (the folder has no files)")
 
-    command = retry_command(folder, repo_id, private, revision, commit_message, repo_type, retry_args)
+    kept = Path(source) if source is not None else folder
+    command = retry_command(kept, repo_id, private, revision, commit_message, repo_type, retry_args)
     api = HfApi(token=token)
     try:
         repo_url = api.create_repo(repo_id, private=private, repo_type=repo_type, exist_ok=True)
@@ -155,9 +158,9 @@ def push_folder(
         )
     except _network_errors() as error:
         raise PSPPushError(
-            f"pushing {folder} to {repo_id} failed ({_reason(error)}). The local folder {folder.resolve()} is "
+            f"pushing {kept} to {repo_id} failed ({_reason(error)}). The local folder {kept.resolve()} is "
             f"kept as it was. Retry with:\n    {command}",
-            folder=folder,
+            folder=kept,
             retry_command=command,
         ) from error
     url = str(repo_url).rstrip("/")
