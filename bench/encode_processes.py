@@ -8,7 +8,9 @@ layout, default arguments) and through transformers' `AutoModel` + `AutoTokenize
 batches of 1024, as the README shows it; and with `output_token_embeddings=False`). Every kind runs `--rounds`
 times, one fresh process per kind per round, the kinds taking turns, so that load from other programs falls on
 all of them alike; each process warms up and then times `--repeats` encodes per thread count, alternating the
-counts. The table gives the median of all timed encodes of a kind and the spread of the per-process medians.
+counts. The table gives the median of all timed encodes of a kind and the spread of the per-process medians;
+"sentences/CPU-s" (CPU seconds of the whole process) and "cores used" (CPU seconds per wall second) show what a
+run got from a machine that others share: a second thread only helps when a second core is free.
 
 Part 2, end to end (process start, read, tokenize, pool, write): `psp embed` with its default `--threads` on the
 first `--wiki-lines` sentences of PSP_DATA's Wikipedia text, beside a script that does the same with model2vec's
@@ -108,16 +110,19 @@ def measure(kind: str, folder: str, n_sentences: int, repeats: int) -> dict:
     for threads in counts:
         run(sentences, threads)  # warm-up: word cache, lazy imports, first allocations
     seconds: dict[int, list[float]] = {threads: [] for threads in counts}
+    cpu_seconds: dict[int, list[float]] = {threads: [] for threads in counts}
     for _ in range(repeats):
         for threads in counts:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             run(sentences, threads)
             seconds[threads].append(time.perf_counter() - start)
+            cpu_seconds[threads].append(time.process_time() - cpu_start)
     torch = sys.modules.get("torch")
     from psp_hf import pooling
 
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "torch_threads_before": threads_before,
         "torch_threads_after": torch.get_num_threads() if torch else None,
         "torch_pools": pooling.torch_pools() if kind in PSP_KINDS else None,
@@ -169,6 +174,7 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
     compared with psp's fastest 2-thread kind (both on two cores), psp's kinds with the fastest psp kind at the
     same `num_threads`."""
     timings: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
     per_process: dict[tuple[str, int], list[float]] = {}
     notes: dict[str, dict] = {}
     for _ in range(args.rounds):
@@ -177,6 +183,7 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
             for threads, seconds in notes[kind]["seconds"].items():
                 key = (kind, int(threads) if kind in PSP_KINDS else 0)
                 timings.setdefault(key, []).extend(seconds)
+                cpu.setdefault(key, []).extend(notes[kind]["cpu_seconds"][threads])
                 per_process.setdefault(key, []).append(_rate(args.sentences, seconds))
     rates = {key: _rate(args.sentences, seconds) for key, seconds in timings.items()}
     fastest = {}
@@ -186,8 +193,8 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
     fastest[0] = fastest[2]
     lines = [
         "| process | torch threads before → after | pools with | num_threads | sentences/s (median) "
-        "| per-process medians | fastest psp / this | 2 threads / 1 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| per-process medians | fastest psp / this | 2 threads / 1 | sentences/CPU-s | cores used |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (kind, threads), rate in rates.items():
         note = notes[kind]
@@ -205,6 +212,8 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
             f"{min(spread):,.0f}–{max(spread):,.0f}",
             f"{fastest[threads] / rate:.2f}x",
             scaling,
+            f"{_rate(args.sentences, cpu[(kind, threads)]):,.0f}",
+            f"{sum(cpu[(kind, threads)]) / sum(timings[(kind, threads)]):.2f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
