@@ -150,6 +150,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     from psp_hf.data.teacher_labels import TeacherCache
     from psp_hf.languages import Settings, _label, _prepare, _train, train_arguments
     from psp_hf.languages_data import card_training_text, mono_selection
+    from psp_hf.training.multilingual import MULTILINGUAL_DEFAULT_MONO
 
     pairs = make_bitext(tmp_path / "pairs.tsv", 300)
     data = tiny_data_folder(tmp_path / "data", pairs)
@@ -161,23 +162,25 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     settings = Settings(
         out=tmp_path / "out", data=data, teacher="fake-multilingual", teacher_cache=cache, dim=8, vocab_size=100,
         registry=False, epochs=1, extra=("--max-steps", "4", "--batch-size", "16", "--threads", "1"),
+        mono_sources="default", bitext_targets="both",
     )  # fmt: skip
     folder = tmp_path / "out" / "de"
     folder.mkdir(parents=True)
     prepared = _prepare("de", folder, settings)
-    assert prepared["mono_sentences"] == 31  # a multilingual teacher: the default monolingual sources come along
+    assert prepared["mono_sentences"] == 31  # the default monolingual sources: evaluation and PUD sentences removed
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
     arguments = train_arguments("de", folder, settings)
     assert arguments[arguments.index("--dev-bitext") + 1] == str(data / DEV_SOURCE.pattern.format(xx="de"))
-    assert arguments[arguments.index("--bitext-targets") + 1] == "auto" and "--mono-data" in arguments
+    assert arguments[arguments.index("--bitext-targets") + 1] == "both" and "--mono-data" in arguments
     monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
     assert _train("de", folder, settings)["steps"] == 4
     text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
     assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text
     assert not non_commercial
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
-    assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == "default"
+    assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == MULTILINGUAL_DEFAULT_MONO
+    assert mono_selection(Settings(out=tmp_path, data=data, teacher="default", mono_sources="commonvoice")) != "none"
 
 
 def test_the_real_data_folder_has_every_source_in_its_layout():

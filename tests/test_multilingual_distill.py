@@ -17,7 +17,13 @@ from psp_hf.errors import PSPInputError
 from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.bitext_teacher import BitextTeacher
 from psp_hf.training.distillation_loss import bitext_distill_loss, pair_distill_loss
-from psp_hf.training.multilingual import read_dev_pairs, read_mono_sentences, resolved_targets, teacher_is_multilingual
+from psp_hf.training.multilingual import (
+    MULTILINGUAL_DEFAULT_TARGETS,
+    read_dev_pairs,
+    read_mono_sentences,
+    resolved_targets,
+    teacher_is_multilingual,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_bitext_distill import WORDS, WordTeacher, make_bitext, translate  # noqa: E402 - a sibling test module
@@ -88,7 +94,7 @@ def test_targets_are_looked_up_per_side_and_auto_follows_the_teacher(tmp_path):
     assert labels.targets(["nam snurο"], ["man runs"], "same").shape == (1, 2, labels.dim)
     assert not torch.allclose(en, xx)
     args = TrainingArguments(bitext_targets="auto")
-    assert resolved_targets(args, NAME) == "both" and resolved_targets(args, "e5-small") == "both"
+    assert resolved_targets(args, NAME) == resolved_targets(args, "e5-small") == MULTILINGUAL_DEFAULT_TARGETS
     assert resolved_targets(args, "sentence-transformers/all-MiniLM-L6-v2") == "en"
     assert resolved_targets(TrainingArguments(bitext_targets="same"), "all-MiniLM-L6-v2") == "same"
     assert teacher_is_multilingual("intfloat/multilingual-e5-small") and not teacher_is_multilingual(None)
@@ -125,7 +131,7 @@ def _settings(tmp_path: Path, output: str, **more) -> TrainingArguments:
         "batch_size": 16,
         "megabatch_size": 2,
         "megabatch_anneal": 0,
-        "distill_batch_size": 32,
+        "mono_batch_size": 32,
         "lr": 0.05,
         "init_std": 0.1,
         "epochs": 4,
@@ -154,7 +160,8 @@ def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(
     TeacherCache(tmp_path / "cache").label([b for _, b in pairs], MultilingualWordTeacher(), name=NAME)
     teacher = MultilingualWordTeacher()
     monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: teacher)
-    args = _settings(tmp_path, "run", mono_data=[str(tmp_path / "mono.txt")], dev_bitext=str(dev), mono_weight=2.0)
+    mono_file = str(tmp_path / "mono.txt")
+    args = _settings(tmp_path, "run", mono_data=[mono_file], dev_bitext=str(dev), mono_weight=2, bitext_targets="both")
     folder = Trainer(args).train()
     training = {a for a, _ in pairs[60:]}  # the dev file's pairs are skipped in --data: never labelled
     assert set(teacher.labelled) == training | set(mono)
@@ -170,7 +177,6 @@ def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(
     assert "| bitext distillation targets (en: teacher(English side); same: each side's own; both) | both |" in card
     # A second run over the same cache labels nothing.
     monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: 1 / 0)
-    mono_file = str(tmp_path / "mono.txt")
     again = _settings(tmp_path, "again", mono_data=[mono_file], dev_bitext=str(dev), max_steps=3, bitext_targets="same")
     Trainer(again).train()
 

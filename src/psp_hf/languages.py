@@ -81,6 +81,7 @@ class Settings:
     non_commercial: bool = False
     bitext_targets: str = "auto"
     mono_weight: float = 1.0
+    mono_batch_size: int = 128
     dev: str = "pud"
 
 
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         non_commercial=args.non_commercial,
         bitext_targets=args.bitext_targets,
         mono_weight=args.mono_weight,
+        mono_batch_size=args.mono_batch_size,
         dev=args.dev,
     )
     from .languages_data import check_data

@@ -22,7 +22,13 @@ from .data.language_sources import (
     source_licences,
     stage_bitext,
 )
-from .training.multilingual import BITEXT_TARGETS, MULTILINGUAL_DEFAULT_TARGETS, describe_mono, teacher_is_multilingual
+from .training.multilingual import (
+    BITEXT_TARGETS,
+    MULTILINGUAL_DEFAULT_MONO,
+    MULTILINGUAL_DEFAULT_TARGETS,
+    describe_mono,
+    teacher_is_multilingual,
+)
 
 MONO_FILE = Path("mono") / "sentences.txt.gz"
 NON_COMMERCIAL_LICENSE = "cc-by-nc-sa-4.0"
@@ -40,8 +46,8 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--mono-sources",
         default="auto",
         help="monolingual text by name (unlabeled/<lang>/<name>), as --sources: 'default' (every source of the "
-        "language that is not non-commercial), 'all', 'none', names; auto: default with a multilingual teacher, "
-        "none with an English-only one (default: auto)",
+        "language that is not non-commercial), 'all', 'none', names; auto: "
+        f"{MULTILINGUAL_DEFAULT_MONO} with a multilingual teacher (measured), none with an English-only one",
     )
     parser.add_argument(
         "--mono-limit", type=int, default=50_000, help="sentences per monolingual source, drawn evenly (50,000)"
@@ -59,6 +65,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         f"{MULTILINGUAL_DEFAULT_TARGETS} for a multilingual one",
     )
     parser.add_argument("--mono-weight", type=float, default=1.0, help="psp train --mono-weight (1)")
+    parser.add_argument("--mono-batch-size", type=int, default=128, help="psp train --mono-batch-size (128)")
     parser.add_argument(
         "--dev",
         default="pud",
@@ -73,7 +80,7 @@ def mono_selection(settings) -> str:
     if settings.mono_sources != "auto":
         return settings.mono_sources
     multilingual = not settings.margin_only and teacher_is_multilingual(settings.teacher)
-    return "default" if multilingual else "none"
+    return MULTILINGUAL_DEFAULT_MONO if multilingual else "none"
 
 
 def check_data(code: str, settings) -> None:
@@ -126,6 +133,7 @@ def multilingual_train_arguments(code: str, folder: Path, settings) -> list[str]
     mono = mono_path(folder)
     if mono is not None:
         arguments += ["--mono-data", str(mono), "--mono-weight", str(settings.mono_weight)]
+        arguments += ["--mono-batch-size", str(settings.mono_batch_size)]
     return arguments
 
 

@@ -129,15 +129,15 @@ def _run_label(args: argparse.Namespace) -> int:
 
 def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     """`psp prepare label --corpus BITEXT_FOLDER`: the English side of prepared bitext (multilingual distillation);
-    with a multilingual teacher both sides (what `psp train --bitext-targets same|both` asks for)."""
+    with a multilingual teacher both sides when `--bitext-targets auto` asks for them (same or both)."""
     import time
 
-    from ..training.multilingual import teacher_is_multilingual
+    from ..training.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
     from .checks import check_output_folder
     from .teacher_labels import TeacherCache, labelling_teacher, teacher_name
 
     check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
-    both = teacher_is_multilingual(args.teacher)
+    both = teacher_is_multilingual(args.teacher) and MULTILINGUAL_DEFAULT_TARGETS != "en"
     english = bitext_english(folder, other_side=both)
     if args.max_sentences is not None:
         english = english[: args.max_sentences]

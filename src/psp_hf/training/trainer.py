@@ -215,7 +215,8 @@ class Trainer(RunSetup):
 
     def _next_distill_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The pool stream's next batch (moving on to a new pass when one is used up)."""
-        pool, state, size = self.pool, self.state, self.args.distill_batch_size
+        pool, state = self.pool, self.state
+        size = self.args.mono_batch_size if self.mono_sentences else self.args.distill_batch_size
         if state.distill_position >= pool.shard_size:
             state.distill_epoch += 1
             state.distill_position = 0
