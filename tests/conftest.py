@@ -69,6 +69,14 @@ def hub_repo_id(hub_server: HubServer) -> str:
 # ======================================================================================================
 
 
+@pytest.fixture(autouse=True)
+def psp_log_on_stderr():
+    """Library messages on stderr as `psp` shows them, so a test reads what a command-line user reads."""
+    from psp_hf.logs import show_on_stderr
+
+    show_on_stderr()
+
+
 @pytest.fixture
 def train_here(capsys):
     """`psp train ARGS` in this process (no interpreter start-up); returns (exit code, stderr)."""

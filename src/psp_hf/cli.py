@@ -307,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         runner = args.func
     from .io import Terminated
+    from .logs import show_on_stderr
 
+    show_on_stderr(quiet=getattr(args, "quiet", False))
     if getattr(args, "quiet", False):
         _quiet_libraries()
     try:

@@ -12,7 +12,6 @@ import contextlib
 import glob
 import logging
 import os
-import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..io import decode_line, iter_raw_lines
+
+logger = logging.getLogger(__name__)
 
 # Column pairs recognised without --columns, in order of preference.
 KNOWN_COLUMN_PAIRS = [
@@ -384,9 +385,9 @@ class PairStream:
     def _bad_line(self, message: str) -> None:
         self.bad_lines += 1
         if self.report_bad_lines and self.bad_lines <= MAX_REPORTED_BAD_LINES:
-            print(f"psp train: skipped bad line: {message}", file=sys.stderr, flush=True)
+            logger.warning("psp train: skipped bad line: %s", message)
             if self.bad_lines == MAX_REPORTED_BAD_LINES:
-                print("psp train: (further bad lines are counted, not shown)", file=sys.stderr, flush=True)
+                logger.warning("psp train: (further bad lines are counted, not shown)")
 
     def minibatches(self, epoch: int, skip: int = 0) -> Iterator[MiniBatchText]:
         """Mini-batches of `batch_size` valid pairs (the last one may be smaller) after `skip` raw rows.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +14,8 @@ from ..errors import PSPInputError
 from ..io import atomic_path
 from .checkpoint import EXPORT_PREFIX
 from .metrics_log import peak_rss_mb
+
+logger = logging.getLogger(__name__)
 
 
 def encoder_with_weights(encoder, weights: Path):
@@ -84,16 +86,18 @@ def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> int:
     try:
         url = push_folder(folder, repo_id, private=private)
     except PSPPushError as error:
-        print(f"psp train: {error}", file=sys.stderr)
+        logger.error("psp train: %s", error)
         return 1
     except Exception as error:  # anything else still leaves the folder; say how to retry
-        print(
-            f"psp train: push to {repo_id} failed: {error}\nThe model is kept in {folder}. Retry with: "
-            f"{retry_command(folder, repo_id, private=private)}",
-            file=sys.stderr,
+        logger.error(
+            "psp train: push to %s failed: %s\nThe model is kept in %s. Retry with: %s",
+            repo_id,
+            error,
+            folder,
+            retry_command(folder, repo_id, private=private),
         )
         return 1
-    print(f"psp train: pushed {folder} to {url}", file=sys.stderr)
+    logger.info("psp train: pushed %s to %s", folder, url)
     return 0
 
 

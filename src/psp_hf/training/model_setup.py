@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +13,8 @@ import torch
 
 from ..errors import PSPInputError
 from .arguments import TrainingArguments
+
+logger = logging.getLogger(__name__)
 
 
 @functools.cache
@@ -85,7 +87,7 @@ def load_or_train_tokenizer(
 
             warning = vocabulary_warning(len(trained), args.vocab_size)
             if warning:  # shown even with --quiet: the run goes on with a smaller model than asked
-                print(f"psp train: {warning}", file=sys.stderr, flush=True)
+                logger.warning("psp train: %s", warning)
     wait_for_everyone()
     return PreTrainedTokenizerFast.from_pretrained(folder)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -14,6 +14,8 @@ from .arguments import DEV_SPLITS, TrainingArguments
 from .checkpoint import CheckpointStore, TrainState
 from .metrics_log import MetricsLog
 from .miner import make_miner
+
+logger = logging.getLogger(__name__)
 
 # Settings that cannot change between a run and its resumption (they change the data order or the model).
 RESUME_FIXED = (
@@ -96,7 +98,7 @@ class RunSetup:
 
     def _say(self, message: str) -> None:
         if self.is_main and not self.args.quiet:
-            print(f"psp train: {message}", file=sys.stderr, flush=True)
+            logger.info("psp train: %s", message)
 
     def _setup(self) -> None:
         from accelerate import Accelerator

@@ -57,6 +57,7 @@ def _stop_on_sigterm(signum, frame, checkpoints=None) -> None:
         advice = "continue with --resume"
     else:
         advice = "no checkpoint was written yet; run the same command again (without --resume) to start over"
+    # A signal handler writes directly: logging takes locks that the interrupted code may hold.
     print(f"psp train: stopped by SIGTERM; {advice}", file=sys.stderr, flush=True)
     raise TrainingStopped(128 + signum)
 
