@@ -65,7 +65,7 @@ def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_cou
     else:
         from model2vec import StaticModel
 
-        table = encoder._weights()[0]
+        table = encoder.weights()[0]
         static = StaticModel(
             vectors=table[: encoder.tokenizer_size],
             tokenizer=encoder._backend,

@@ -79,7 +79,7 @@ def word_vectors_file(folder: Path, output: Path) -> Path:
     import psp_hf
 
     encoder = psp_hf.load(folder)
-    table = encoder._weights()[0]
+    table = encoder.weights()[0]
     vocab = encoder.tokenizer.get_vocab()
     with open(output, "w", encoding="utf-8") as handle:
         handle.write(f"{len(vocab)} {table.shape[1]}\n")

@@ -60,11 +60,11 @@ def main() -> int:
             variants.append((dtype, f"{dims} PCA" if dims else str(encoder.dim), folder))
     # For comparison: the first N dimensions as they are (what encode(truncate_dim=N) gives, the pooling being
     # linear), without PCA.
-    table, piece_weights = encoder._weights()
+    table, piece_weights = encoder.weights()
     for dims in DIMS[1:]:
         folder = work / f"float32-{dims}-first"
         if not folder.exists():
-            encoder._with_table(table[:, :dims], piece_weights).save_pretrained(folder)
+            encoder.with_table(table[:, :dims], piece_weights).save_pretrained(folder)
         variants.append(("float32", f"{dims} first (truncate_dim)", folder))
     report = work / "sts.json"
     command = [sys.executable, "-m", "psp_hf.cli", "eval", "-q", "--tasks", "sts12-16", "-o", str(report), "-m"]

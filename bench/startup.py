@@ -68,7 +68,7 @@ def model2vec_folder(psp_folder: Path) -> Path:
     import psp_hf
 
     encoder = psp_hf.load(psp_folder)
-    table = encoder._weights()[0]
+    table = encoder.weights()[0]
     vocab = encoder._backend.get_vocab_size(with_added_tokens=True)
     StaticModel(vectors=table[:vocab], tokenizer=encoder._backend, normalize=False).save_pretrained(folder)
     return folder

@@ -195,7 +195,7 @@ def test_init_rows_from_copies_the_rows_of_shared_pieces(tmp_path):
     target = PSPEncoder.from_tokenizer(shared_tokenizer, hidden_size=4, seed=2)
     before = target.model.embeddings.weight.detach().clone()
     copied = copy_shared_rows(target, source)
-    source_vocab, table = english_tokenizer.get_vocab(), source._weights()[0]
+    source_vocab, table = english_tokenizer.get_vocab(), source.weights()[0]
     shared = {piece: row for piece, row in shared_tokenizer.get_vocab().items() if piece in source_vocab}
     assert sorted(copied) == sorted(shared.values()) and 5 < len(copied) < len(shared_tokenizer)
     after = target.model.embeddings.weight.detach()

@@ -138,7 +138,7 @@ def test_sentences_of_only_unknown_characters_get_the_unknown_piece(folder):
     ids, _ = encoder.tokenize_numpy(["☃☃"])
     boundary = encoder.settings.word_boundary_token_id
     assert boundary is not None and boundary in ids.tolist()  # the tokenizer really emits the bare boundary piece
-    unk_row = encoder._weights()[0][encoder.unk_token_id]
+    unk_row = encoder.weights()[0][encoder.unk_token_id]
     emoji, script = encoder.encode(["☃☃ ♫", "ᚠᚢᚦ ᚨᚱ"])
     np.testing.assert_array_equal(emoji, unk_row)
     np.testing.assert_array_equal(script, unk_row)
@@ -212,7 +212,7 @@ def test_nan_weights_are_an_error_at_load(folder, tmp_path):
     from safetensors.numpy import save_file
 
     copy = _copy(folder, tmp_path)
-    table = psp_hf.load(folder)._weights()[0].copy()
+    table = psp_hf.load(folder).weights()[0].copy()
     table[7, 3] = np.nan
     save_file({"embeddings.weight": table}, os.fspath(copy / "model.safetensors"))
     with pytest.raises(PSPInputError, match=r"model.safetensors: embeddings.weight has NaN or infinite values \(row 7"):
@@ -235,7 +235,7 @@ def test_boundary_rule_can_be_switched_off_like_the_original_code(folder):
     tokenizer = psp_hf.load(folder).tokenizer
     original = PSPEncoder.from_tokenizer(tokenizer, hidden_size=8, seed=5, word_boundary_token_id=-1)
     boundary = psp_hf.load(folder).settings.word_boundary_token_id
-    table = original._weights()[0]
+    table = original.weights()[0]
     np.testing.assert_array_equal(original.encode("☃☃"), table[boundary])  # the bare boundary piece's row
     with torch.no_grad():
         forward = original.model(**tokenizer(["☃☃"], return_tensors="pt")).sentence_embedding.numpy()

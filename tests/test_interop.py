@@ -74,14 +74,14 @@ def test_from_model2vec_folds_weights_and_mapping(model, tmp_path):
     from model2vec import StaticModel
 
     encoder = psp_hf.load(model)
-    table = encoder._weights()[0]
+    table = encoder.weights()[0]
     weights = np.linspace(0.5, 1.5, len(table)).astype(np.float32)
     mapping = np.arange(len(table))[::-1].copy()
     StaticModel(
         vectors=table[::-1].copy(), tokenizer=encoder._backend, weights=weights, token_mapping=mapping, max_length=None
     ).save_pretrained(tmp_path / "weighted")
     loaded = psp_hf.from_model2vec(tmp_path / "weighted")
-    np.testing.assert_allclose(loaded._weights()[0], table * weights[:, None], rtol=1e-6)
+    np.testing.assert_allclose(loaded.weights()[0], table * weights[:, None], rtol=1e-6)
     reference = StaticModel.from_pretrained(tmp_path / "weighted").encode(SENTENCES)
     np.testing.assert_allclose(loaded.encode(SENTENCES), reference, rtol=1e-5, atol=1e-6)
 
@@ -91,7 +91,7 @@ def test_sentence_transformers_static_embedding_loads(model, tmp_path):
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
     encoder = psp_hf.load(model)
-    static = StaticEmbedding(encoder._backend, embedding_weights=encoder._weights()[0].copy())
+    static = StaticEmbedding(encoder._backend, embedding_weights=encoder.weights()[0].copy())
     SentenceTransformer(modules=[static], device="cpu").save(str(tmp_path / "st"))
     loaded = psp_hf.load_static_model(tmp_path / "st")
     reference = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(SENTENCES)
@@ -121,7 +121,7 @@ def test_fine_tuning_starts_from_a_saved_model(model, tmp_path, source):
 
         encoder = psp_hf.load(model)
         start = tmp_path / "m2v-start"
-        StaticModel(vectors=encoder._weights()[0] * 2, tokenizer=encoder._backend).save_pretrained(start)
+        StaticModel(vectors=encoder.weights()[0] * 2, tokenizer=encoder._backend).save_pretrained(start)
     initial = psp_hf.load_static_model(start)
     out = tmp_path / "tuned"
     flags = ["--batch-size", "16", "--max-steps", "3", "--dev", "none", "--threads", "1", "--quiet"]
@@ -143,7 +143,7 @@ def test_fine_tuning_starts_from_a_saved_model(model, tmp_path, source):
     tuned = psp_hf.load(out)
     assert tuned.dim == 16 and tuned.tokenizer_size == initial.tokenizer_size
     assert json.loads((out / "tokenizer.json").read_text())["model"] == json.loads(initial._backend.to_str())["model"]
-    before, after = initial._weights()[0], load_file(str(out / "model.safetensors"))["embeddings.weight"]
+    before, after = initial.weights()[0], load_file(str(out / "model.safetensors"))["embeddings.weight"]
     changed = np.abs(after - before).max(axis=1) > 0
     assert 0 < changed.sum() < len(before)  # trained rows moved, the others kept the initial table
     np.testing.assert_array_equal(after[~changed], before[~changed])

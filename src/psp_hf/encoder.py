@@ -18,14 +18,12 @@ from .encoder_helpers import (
     checked_output,
     merge_groups,
     modeling,
-    portable_tokenizer_class,
     private_backend,
     sentence_list,
     word_cache_applies,
 )
 from .encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
 from .errors import PSPInputError
-from .io import follow_umask
 from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 from .piece_cache import WordPieceCache, split_plain
 from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
@@ -132,19 +130,33 @@ class PSPEncoder:
         try:
             settings = read_settings(path)
         except (PSPInputError, FileNotFoundError):
-            from .static_models import load_other_format
+            from .static_models import read_other_format
 
-            encoder = load_other_format(path)
-            if encoder is None:  # not another format either: the psp error says what is wrong
+            parts = read_other_format(path)
+            if parts is None:  # not another format either: the psp error says what is wrong
                 raise
-            return encoder
+            return cls.from_parts(parts.table, parts.backend, parts.settings, folder=parts.folder)
         if folder_needs_model(path):
             return load_model_encoder(cls, path)
         backend = read_tokenizer(path)
         table, piece_weights = read_weights(path, settings)
+        return cls.from_parts(table, backend, settings, piece_weights, folder=path)
+
+    @classmethod
+    def from_parts(
+        cls,
+        table: np.ndarray,
+        backend_tokenizer,
+        settings: PSPSettings,
+        piece_weights: np.ndarray | None = None,
+        folder: Path | None = None,
+    ) -> PSPEncoder:
+        """An averaging encoder from its parts: the embedding table (rows x dim), a `tokenizers.Tokenizer`, the
+        settings (`model_folder.PSPSettings`) and optional per-piece weights; `folder` only names errors."""
         encoder = cls.__new__(cls)
-        encoder._setup(settings, backend, backend.get_vocab_size(with_added_tokens=True), folder=path)
-        encoder._table, encoder._piece_weights = table, piece_weights
+        encoder._setup(settings, backend_tokenizer, backend_tokenizer.get_vocab_size(with_added_tokens=True), folder)
+        encoder._table = np.ascontiguousarray(table, dtype=np.float32)
+        encoder._piece_weights = piece_weights
         return encoder
 
     def save_pretrained(
@@ -163,7 +175,7 @@ class PSPEncoder:
         table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
         folders have no sentence-transformers layout (use `psp export --format model2vec` for one).
         """
-        from .smaller_tables import check_table_options, write_smaller_weights
+        from .smaller_tables import check_table_options
 
         if removed:
             raise TypeError(
@@ -175,35 +187,18 @@ class PSPEncoder:
         if dimensionality is not None and dimensionality != self.dim:
             from .smaller_tables import reduce_dimensions
 
-            table, piece_weights = self._weights()
-            return self._with_table(reduce_dimensions(table, dimensionality), piece_weights).save_pretrained(
+            table, piece_weights = self.weights()
+            return self.with_table(reduce_dimensions(table, dimensionality), piece_weights).save_pretrained(
                 directory, quantize_to=quantize_to
             )
-        PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
-        from .sentence_transformers_layout import write_sentence_transformers_files
+        from .folder_writer import write_model_folder
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        PSPConfig.register_for_auto_class()
-        PSPModel.register_for_auto_class("AutoModel")
-        self.model.config.word_boundary_token_id = self.settings.word_boundary_token_id
-        self.model.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
-        portable_tokenizer_class(directory)
-        if quantize_to in (None, "float32"):
-            if not self._torch_only:  # LSTM, GRAN, ...: no sentence-transformers layout (see encoder_types.py)
-                write_sentence_transformers_files(directory, self)
-        else:
-            write_smaller_weights(directory, *self._weights(), quantize_to)
-        follow_umask(directory.glob("**/*.safetensors"))  # all written just now, 0600 by safetensors' writer
-        return directory
+        return write_model_folder(self, Path(directory), quantize_to)
 
-    def _with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
+    def with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
         """A new encoder with this one's tokenizer and settings and another table (its width may differ)."""
-        encoder = PSPEncoder.__new__(PSPEncoder)
         settings = PSPSettings(**{**self.settings.__dict__, "hidden_size": int(table.shape[1])})
-        encoder._setup(settings, private_backend(self._backend), self.tokenizer_size, folder=self._folder)
-        encoder._table, encoder._piece_weights = np.ascontiguousarray(table, dtype=np.float32), piece_weights
+        encoder = PSPEncoder.from_parts(table, private_backend(self._backend), settings, piece_weights, self._folder)
         encoder._tokenizer = self._tokenizer
         return encoder
 
@@ -255,8 +250,19 @@ class PSPEncoder:
                 self._tokenizer = fast_tokenizer(self._backend, self.settings.unk_token_id, self.settings.pad_token_id)
         return self._tokenizer
 
-    def _weights(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """The table and piece weights as float32 numpy arrays (views of the model's tensors once it exists)."""
+    @property
+    def backend_tokenizer(self):
+        """The `tokenizers.Tokenizer` that splits sentences into pieces (this encoder's own copy)."""
+        return self._backend
+
+    @property
+    def averages_pieces(self) -> bool:
+        """Whether a sentence is an average of table rows (False for LSTM, GRAN, ...: the model embeds it)."""
+        return not self._torch_only
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The embedding table and the per-piece weights (None: unweighted) that `encode` averages, as float32
+        numpy arrays (views of the model's tensors once it exists)."""
         if self._model is None:
             return self._table, self._piece_weights
         import torch
@@ -334,7 +340,7 @@ class PSPEncoder:
 
     def _pooling_weights(self) -> tuple[np.ndarray, np.ndarray | None] | None:
         """What `_pool_bags` needs: `_weights()`, or None where the model itself embeds."""
-        return None if self._torch_only else self._weights()
+        return None if self._torch_only else self.weights()
 
     def _pool_bags(
         self,

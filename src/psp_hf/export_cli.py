@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
     from .smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
-    from .static_models import load_static_model, save_model2vec
+    from .static_loading import load_static_model
+    from .static_models import save_model2vec
 
     output = Path(args.output)
     if output.exists() and not output.is_dir():
@@ -51,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise PSPInputError(f"--{str(error).replace('_', '-')}") from None
     if args.format == "model2vec" and args.dimensionality is not None and args.dimensionality != encoder.dim:
-        table, piece_weights = encoder._weights()
-        encoder = encoder._with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
+        table, piece_weights = encoder.weights()
+        encoder = encoder.with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
     # Written into a hidden folder beside OUT and renamed at the end: a kill or a full disk leaves no half folder
     # that would refuse the rerun (a dead run's staging folder is removed by the next export beside it).
     staging = output.parent / f".{output.name}.export-{os.getpid()}"

@@ -1,10 +1,11 @@
 """Other static-embedding formats in and out of psp: model2vec folders and sentence-transformers `StaticEmbedding`.
 
-In: `load_static_model(path)` takes a psp folder, a model2vec folder (`config.json` + `model.safetensors` with an
-`embeddings` tensor, optional `weights`/`mapping`) or a sentence-transformers model whose first module is
-`StaticEmbedding`, and returns a `PSPEncoder` with that table and tokenizer. model2vec's per-piece weights and
-vocabulary mapping are folded into the table (row i = embeddings[mapping[i]] x weights[i]), which is what
-model2vec averages.
+In: `read_other_format(folder)` reads a model2vec folder (`config.json` + `model.safetensors` with an `embeddings`
+tensor, optional `weights`/`mapping`) or a sentence-transformers model whose first module is `StaticEmbedding` into
+a `StaticTable` (table, tokenizer, settings); `PSPEncoder.from_pretrained` builds an encoder from it, and
+`psp_hf.static_loading` holds the public `load_static_model` / `from_model2vec`. Nothing here imports the encoder.
+model2vec's per-piece weights and vocabulary mapping are folded into the table (row i = embeddings[mapping[i]] x
+weights[i]), which is what model2vec averages.
 
 Out: `save_model2vec(encoder, directory)` writes a folder that `model2vec.StaticModel.from_pretrained` and
 sentence-transformers (its `modules.json` names `StaticEmbedding`) load. Embeddings are equal to psp's, with these
@@ -27,18 +28,20 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .errors import PSPInputError
 from .model_folder import (
+    PSPSettings,
     check_finite,
     check_module_paths,
     confined,
     read_safetensors,
     read_tokenizer,
-    resolve_model_path,
 )
 
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
@@ -67,38 +70,41 @@ def detect_format(folder: Path) -> str:
     )
 
 
-def load_static_model(id_or_path: str | os.PathLike):
-    """A `PSPEncoder` from a psp, model2vec or sentence-transformers static model folder (or Hub id)."""
-    from .encoder import PSPEncoder
+@dataclass
+class StaticTable:
+    """What another library's static folder holds, as psp reads it: one table over one tokenizer."""
 
-    folder = resolve_model_path(id_or_path)
-    kind = detect_format(folder)
-    if kind == "psp":
-        return PSPEncoder.from_pretrained(folder)
-    if kind == "model2vec":
-        return from_model2vec(folder)
+    table: np.ndarray
+    backend: Any  # tokenizers.Tokenizer
+    settings: PSPSettings
+    folder: Path
+
+
+def read_static_embedding(folder: Path) -> StaticTable:
+    """A sentence-transformers `StaticEmbedding` folder (the module's own folder, or a model folder holding it)."""
     module = _static_module_folder(folder) or folder
     path = module / "model.safetensors"
     tensors = read_safetensors(path, wanted=("embedding.weight", "embeddings"))
     name = "embedding.weight" if "embedding.weight" in tensors else "embeddings"
     if name not in tensors:
         raise PSPInputError(f"{path}: no 'embedding.weight' tensor; not a StaticEmbedding module")
-    return _encoder_from_table(_checked_table(tensors[name], path, name), read_tokenizer(module), module)
+    return _static_table(_checked_table(tensors[name], path, name), read_tokenizer(module), module)
 
 
-def load_other_format(folder: Path):
-    """A `PSPEncoder` from a model2vec or sentence-transformers static folder; None for any other folder."""
+def read_other_format(folder: Path) -> StaticTable | None:
+    """A model2vec or sentence-transformers static folder's table; None for any other folder (psp's own too)."""
     check_module_paths(folder)  # a module path leaving the folder is refused, not taken for "another format"
     try:
         kind = detect_format(folder)
     except PSPInputError:
         return None
-    return None if kind == "psp" else load_static_model(folder)
+    if kind == "psp":
+        return None
+    return read_model2vec(folder) if kind == "model2vec" else read_static_embedding(folder)
 
 
-def from_model2vec(path: str | os.PathLike):
-    """A `PSPEncoder` from a model2vec folder or Hub id (weights and mapping folded into the table)."""
-    folder = resolve_model_path(path)
+def read_model2vec(folder: Path) -> StaticTable:
+    """A model2vec folder's table, its per-piece weights and mapping folded in."""
     safetensors_path = folder / "model.safetensors"
     if not safetensors_path.is_file():
         raise PSPInputError(f"{folder}: no model.safetensors; not a model2vec folder")
@@ -122,7 +128,7 @@ def from_model2vec(path: str | os.PathLike):
         if weights.shape != (len(table),):
             raise PSPInputError(f"{safetensors_path}: 'weights' has shape {weights.shape}, expected ({len(table)},)")
         table = table * _checked_table(weights[:, None], safetensors_path, "weights")
-    return _encoder_from_table(table, read_tokenizer(folder), folder)
+    return _static_table(table, read_tokenizer(folder), folder)
 
 
 def _checked_table(array: np.ndarray, path: Path, name: str) -> np.ndarray:
@@ -142,11 +148,11 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
 
     from .io import atomic_path
 
-    if getattr(encoder, "_torch_only", False):  # LSTM, GRAN, character units...: not one table's average
+    if not encoder.averages_pieces:  # LSTM, GRAN, character units...: not one table's average
         raise PSPInputError("model2vec folders hold averaging encoders only (psp, mean, max over the tokenizer's ids)")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    table, piece_weights = encoder._weights()
+    table, piece_weights = encoder.weights()
     if piece_weights is not None:
         table = table * piece_weights[:, None]
     if quantize_to == "float16":
@@ -156,7 +162,7 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
         table = np.clip(np.rint(table / scale), -127, 127).astype(np.int8)
     with atomic_path(directory / "model.safetensors") as temporary:
         Path(temporary).write_bytes(save({"embeddings": np.ascontiguousarray(table)}))
-    backend = encoder._backend
+    backend = encoder.backend_tokenizer
     backend.save(str(directory / "tokenizer.json"), pretty=False)
     config = {
         "model_type": "model2vec",
@@ -173,11 +179,8 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
     return directory
 
 
-def _encoder_from_table(table: np.ndarray, backend, folder: Path):
-    """A `PSPEncoder` over `table` with `backend` as its tokenizer (unknown and padding pieces looked up)."""
-    from .encoder import PSPEncoder
-    from .model_folder import PSPSettings
-
+def _static_table(table: np.ndarray, backend, folder: Path) -> StaticTable:
+    """`table` over `backend` with the settings psp needs (unknown and padding pieces looked up)."""
     tokenizer_config = json.loads(backend.to_str())
     unk = _unknown_id(tokenizer_config, backend)
     pad = next((backend.token_to_id(t) for t in ("<pad>", "[PAD]", "<PAD>") if backend.token_to_id(t) is not None), unk)
@@ -191,10 +194,7 @@ def _encoder_from_table(table: np.ndarray, backend, folder: Path):
         unk_token_id=int(unk if unk is not None else 0),
         drop_unknown=unk is not None,
     )
-    encoder = PSPEncoder.__new__(PSPEncoder)
-    encoder._setup(settings, backend, size)
-    encoder._table, encoder._piece_weights = np.ascontiguousarray(table, dtype=np.float32), None
-    return encoder
+    return StaticTable(np.ascontiguousarray(table, dtype=np.float32), backend, settings, folder)
 
 
 def _unknown_id(config: dict, backend) -> int | None:

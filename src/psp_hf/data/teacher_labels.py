@@ -184,7 +184,7 @@ class TeacherCache:
         return list(sentences), matrix[rows]
 
     # ------------------------------------------------------------------------------------------ writing
-    def _check_meta(self, name: str, dim: int | None, backend: str) -> None:
+    def check_meta(self, name: str, dim: int | None, backend: str) -> None:
         from ..teachers.named import recorded_backend
 
         backend = recorded_backend(name, backend)
@@ -242,7 +242,7 @@ class TeacherCache:
             raise ValueError(f"chunk_size and batch_size must be >= 1, got {chunk_size}, {batch_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
         dim = _teacher_dim(teacher)
-        self._check_meta(name, dim, backend)
+        self.check_meta(name, dim, backend)
         done = self.labelled_sentences()
         todo = sorted({s for s in sentences if s not in done}, key=lambda s: (len(s), s))
         if not todo:
@@ -263,7 +263,7 @@ class TeacherCache:
                 raise ValueError(f"teacher returned shape {embeddings.shape} for {len(chunk)} sentences")
             if self.meta() is None:
                 self._write_meta(name, embeddings.shape[1], backend)
-            self._check_meta(name, embeddings.shape[1], backend)
+            self.check_meta(name, embeddings.shape[1], backend)
             written = self._write_chunk(next_index, chunk, embeddings)
             next_index = _chunk_number(written) + 1
             bar.update(len(chunk))
@@ -297,7 +297,7 @@ def label_pool(
         sentences = sentences[:max_sentences]
     labels = TeacherCache(cache)
     if labels.meta() is not None:
-        labels._check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
+        labels.check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
         if set(sentences) <= labels.labelled_sentences():
             return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
     model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)

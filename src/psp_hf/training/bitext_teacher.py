@@ -51,7 +51,7 @@ def scan_bitext(
     exclude = exclude or set()
     scan.dev_keys.update(exclude)
     for chunk in source.dataset.iter(batch_size=4096):
-        left, right = source._columns(chunk)
+        left, right = source.columns(chunk)
         bad = chunk.get(BAD_LINE) or [None] * len(left)
         for a, b, broken in zip(left, right, bad, strict=True):
             if broken is not None or not (isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip()):

@@ -333,7 +333,7 @@ class PairSource:
         produced = 0
         with reading_errors(self.description, self.files):
             for chunk in self.dataset.iter(batch_size=1024):
-                for first, second in zip(*self._columns(chunk), strict=True):
+                for first, second in zip(*self.columns(chunk), strict=True):
                     for text in (first, second):
                         if isinstance(text, str) and text.strip():
                             yield text
@@ -341,7 +341,7 @@ class PairSource:
                             if produced >= limit:
                                 return
 
-    def _columns(self, chunk: dict) -> tuple[list, list]:
+    def columns(self, chunk: dict) -> tuple[list, list]:
         if self.translation_langs is not None:
             source, target = self.translation_langs
             rows = chunk["translation"]
@@ -401,7 +401,7 @@ class PairStream:
         pairs = 0  # valid pairs met in this epoch
         with reading_errors(self.source.description, self.source.files):
             for chunk in self.dataset.iter(batch_size=self.read_size):
-                left, right = self.source._columns(chunk)
+                left, right = self.source.columns(chunk)
                 bad = chunk.get(BAD_LINE) or [None] * len(left)
                 n = len(left)
                 start = 0

@@ -137,7 +137,7 @@ def finish_run(trainer) -> None:
             # inspected or folded in later.
             save_weights(trainer.projection, trainer.training_dir / "projection.safetensors")
         language = (args.lang or "en") if trainer.kind == "bitext" else "en"
-        export_model(encoder, trainer.output_dir, language, _training_info(trainer, kept), trainer._say)
+        export_model(encoder, trainer.output_dir, language, _training_info(trainer, kept), trainer.say)
         summary = {
             "event": "end",
             "step": state.step,
@@ -170,7 +170,7 @@ def finish_run(trainer) -> None:
         best_text = ""
         if state.best_score is not None:
             best_text = f"; dev {args.resolved_dev()} best {state.best_score:.2f} at step {state.best_step}"
-        trainer._say(
+        trainer.say(
             f"done: {state.step} steps, {seen} in {state.train_seconds:.1f}s; model in {trainer.output_dir}{best_text}"
         )
     trainer.accelerator.wait_for_everyone()

@@ -20,7 +20,7 @@ def _sample(source, rows: int) -> tuple[list[str], list[str]]:
     first: list[str] = []
     second: list[str] = []
     for chunk in source.dataset.iter(batch_size=rows):
-        for a, b in zip(*source._columns(chunk), strict=True):
+        for a, b in zip(*source.columns(chunk), strict=True):
             if isinstance(a, str) and isinstance(b, str) and a.strip() and b.strip():
                 first.append(a)
                 second.append(b)

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 @functools.cache
 def initial_model(id_or_path: str):
     """The model --init-from names (psp, model2vec or sentence-transformers static), loaded once per process."""
-    from ..static_models import load_static_model
+    from ..static_loading import load_static_model
 
     return load_static_model(id_or_path)
 
@@ -136,7 +136,7 @@ def initialise(
     if args.init_from:
         from ..initialization import set_table
 
-        table = initial_model(args.init_from)._weights()[0]
+        table = initial_model(args.init_from).weights()[0]
         set_table(encoder, table[: encoder.model.config.vocab_size])
     elif args.init == "teacher":
         from ..data.teacher_labels import default_teacher_path, load_teacher
@@ -181,7 +181,7 @@ def copy_shared_rows(encoder, source) -> np.ndarray:
     if not pairs:
         return np.zeros(0, dtype=np.int64)
     target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
-    table = source._weights()[0]
+    table = source.weights()[0]
     with torch.no_grad():
         weight = encoder.model.embeddings.weight
         weight[torch.from_numpy(target_rows)] = torch.from_numpy(np.asarray(table[source_rows], dtype=np.float32))

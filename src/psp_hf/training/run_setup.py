@@ -96,7 +96,7 @@ class RunSetup:
         self.checkpoints = CheckpointStore(self.training_dir)
         self.push_status = 0
 
-    def _say(self, message: str) -> None:
+    def say(self, message: str) -> None:
         if self.is_main and not self.args.quiet:
             logger.info("psp train: %s", message)
 
@@ -195,9 +195,9 @@ class RunSetup:
             from .finite import check_loaded_weights
 
             check_loaded_weights(self.model, self.checkpoints.folder())
-            self.metrics.trim_to(self.state.step, self._say)
+            self.metrics.trim_to(self.state.step, self.say)
             state = self.state
-            self._say(f"resumed at step {state.step} (epoch {state.epoch + 1}, M={state.megabatch_size})")
+            self.say(f"resumed at step {state.step} (epoch {state.epoch + 1}, M={state.megabatch_size})")
         else:
             self.metrics.start_fresh()
         if trackers:
@@ -234,7 +234,7 @@ class RunSetup:
                 raise PSPInputError(f"--dev bitext: none of the {scan.pairs} pairs of --data could be held back")
             self.bitext_dev = outside or scan.dev
             where = f"{len(outside):,} pairs of --dev-bitext" if outside else f"{len(scan.dev)} of {scan.pairs:,} pairs"
-            self._say(f"dev set: {where} held back (mining accuracy, both directions)")
+            self.say(f"dev set: {where} held back (mining accuracy, both directions)")
         if distilling:
             if args.mono_data and args.mono_weight > 0:
                 self.mono_sentences = read_mono_sentences(args.mono_data)
@@ -244,7 +244,7 @@ class RunSetup:
                 args.teacher,
                 self.is_main,
                 self.accelerator.wait_for_everyone,
-                self._say,
+                self.say,
             )
             self.bitext_teacher.counts = {
                 "english": len(scan.english),
@@ -288,7 +288,7 @@ class RunSetup:
         self.accelerator.wait_for_everyone()
         if self.is_main:
             for path in store.remove_stale(self.output_dir):
-                self._say(f"removed {path}, left by an earlier run that was killed")
+                self.say(f"removed {path}, left by an earlier run that was killed")
         self.accelerator.wait_for_everyone()
         return args.resume
 
@@ -326,7 +326,7 @@ class RunSetup:
             self._texts,
             self.is_main,
             self.accelerator.wait_for_everyone,
-            self._say,
+            self.say,
             resuming,
         )
         self.backend = self.tokenizer.backend_tokenizer
@@ -347,7 +347,7 @@ class RunSetup:
         teacher = self.pool or self.bitext_teacher
         copied_rows = None
         if not resuming:
-            copied_rows = initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self._say)
+            copied_rows = initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self.say)
         if self.model.piece_weights is not None:
             # SIF weights are frequencies, not parameters: they stay as computed.
             self.model.piece_weights.requires_grad_(False)
@@ -402,7 +402,7 @@ class RunSetup:
         optimizer_text = "sparse lazy Adam" if self.sparse else "dense Adam"
         machine = f"{self.world_size} process(es) on {self.device.type}; vocab {len(self.tokenizer)}, dim {args.dim}"
         if self.source is not None and not self.distill_only:
-            self._say(
+            self.say(
                 f"{self.kind} pairs from {self.source.description} (columns {self.source.first_column}, "
                 f"{self.source.second_column}); negatives from {args.resolved_negatives()}; {optimizer_text}; "
                 f"{machine}"
@@ -413,7 +413,7 @@ class RunSetup:
             mono = f"; {len(self.mono_sentences):,} monolingual sentences, weight {args.mono_weight}" * bool(
                 self.mono_sentences
             )
-            self._say(
+            self.say(
                 f"multilingual distillation: both sides toward teacher {bitext.teacher} (dim {bitext.dim}) "
                 f"{toward[self.bitext_targets]} ({len(bitext):,} labels, {bitext.labelled_now:,} new), weight "
                 f"{args.distill_weight}{mono}; margin weight {args.margin_weight}"
@@ -427,7 +427,7 @@ class RunSetup:
                 if self.distilling
                 else "negative filter only"
             )
-            self._say(
+            self.say(
                 f"teacher {self.pool.teacher} (dim {self.pool.dim}) on {len(self.pool)} pool sentences: {role}"
                 + (
                     f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"

@@ -99,7 +99,7 @@ class Trainer(RunSetup):
         if state.step == 0 and not args.resume:
             score = self.evaluate()
             if score is not None:
-                self._say(f"untrained model: {self.dev_metric} {score:.2f}")
+                self.say(f"untrained model: {self.dev_metric} {score:.2f}")
 
         from tqdm.auto import tqdm
 
@@ -132,7 +132,7 @@ class Trainer(RunSetup):
         if self.is_main:
             from .run_plot import plot_metrics
 
-            plot_metrics(self.metrics.path, self.training_dir / "metrics.png", self._say)
+            plot_metrics(self.metrics.path, self.training_dir / "metrics.png", self.say)
         return self.output_dir
 
     # ------------------------------------------------------------------------------------------ epochs
@@ -197,7 +197,7 @@ class Trainer(RunSetup):
 
     def _report_bad_lines(self) -> None:
         if self.stream.bad_lines and self.is_main:
-            self._say(f"skipped {self.stream.bad_lines} bad line(s) of --data in this pass (--skip-bad-lines)")
+            self.say(f"skipped {self.stream.bad_lines} bad line(s) of --data in this pass (--skip-bad-lines)")
             self.metrics.append({"event": "bad_lines", "step": self.state.step, "count": self.stream.bad_lines})
         self.stream.bad_lines = 0
 
