@@ -214,3 +214,15 @@ def test_a_resumed_run_continues_the_mono_stream_exactly(tmp_path, monkeypatch):
         seen.append([json.loads(line) for line in lines if '"end"' in line][-1]["sentences_seen"])
     passes = [7, 7, len(mono) - 14]  # 17 sentences: two full batches and the rest, then the next pass
     assert seen == [sum((passes * 3)[:8])] * 2
+
+
+def test_cards_list_only_the_multilingual_settings_a_run_used():
+    from psp_hf.training.multilingual import card_settings
+
+    settings = TrainingArguments().to_dict()
+    english = card_settings({**settings, "teacher_cache": "cache"})
+    assert "bitext_targets" not in english and "mono_weight" not in english and "distill_weight" in english
+    bitext = card_settings({**settings, "lang": "de", "teacher": NAME, "bitext_targets": "same"})
+    assert bitext["bitext_targets"] == "same" and "mono_batch_size" not in bitext
+    mono = card_settings({**settings, "lang": "de", "teacher": NAME, "mono_data": ["m.txt"]})
+    assert mono["mono_weight"] == 1.0 and mono["mono_data"] == ["m.txt"]

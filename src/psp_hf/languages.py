@@ -357,7 +357,9 @@ def training_info(model: Path) -> dict:
     meta = Path(cache) / "meta.json" if cache else None
     if meta is not None and meta.is_file():
         info["teacher"] = json.loads(meta.read_text(encoding="utf-8")).get("teacher", info.get("teacher"))
-    return info
+    from .training.multilingual import card_settings
+
+    return card_settings(info)
 
 
 def _card(code: str, folder: Path, settings: Settings) -> dict:

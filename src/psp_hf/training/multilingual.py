@@ -108,6 +108,20 @@ def resolved_targets(args, teacher: str | None) -> str:
     return MULTILINGUAL_DEFAULT_TARGETS if teacher_is_multilingual(teacher) else "en"
 
 
+MONO_SETTINGS = ("mono_data", "mono_weight", "mono_batch_size")
+
+
+def card_settings(info: dict) -> dict:
+    """`info` (a run's settings for its card) without the multilingual settings that did not apply to the run."""
+    multilingual = info.get("lang") not in (None, "en") and (info.get("teacher") or info.get("teacher_cache"))
+    unused: tuple[str, ...] = ()
+    if not multilingual:
+        unused = ("bitext_targets", *MONO_SETTINGS)
+    elif not info.get("mono_data"):
+        unused = MONO_SETTINGS
+    return {key: value for key, value in info.items() if key not in unused}
+
+
 def validate_multilingual(args) -> None:
     """Raise `PSPInputError` naming the flag when the multilingual settings of `args` clash."""
     if args.bitext_targets not in BITEXT_TARGETS:
