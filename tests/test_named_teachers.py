@@ -120,3 +120,12 @@ def test_prepare_label_takes_a_teacher_name(tmp_path, capsys):
     assert main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "holds labels of teacher 'use-multilingual'" in error[0]
+
+
+def test_a_use_cache_resumes_with_its_recorded_backend(tiny_e5, tmp_path):
+    # Training resumes a cache with the backend meta.json records: "numpy" for use-multilingual.
+    assert isinstance(labelling_teacher(USE, "numpy", 1, tmp_path / "onnx"), UseTeacher)
+    with pytest.raises(PSPInputError, match="numpy is use-multilingual's"):
+        labelling_teacher(E5, "numpy", 1, tmp_path / "onnx")
+    with pytest.raises(PSPInputError, match="--backend: expected one of"):
+        labelling_teacher(None, "numpy", 1, tmp_path / "onnx")
