@@ -2,6 +2,11 @@
 exports (fp32 and int8 weights), on the same pool sentences, on this machine's threads.
 
     python bench/teacher.py --pool .cache/distill/pool --sentences 10000 --threads 2
+    python bench/teacher.py --multilingual 250 --teacher e5-small --threads 2      # 250 a language, 8 languages
+    python bench/teacher.py --multilingual 250 --teacher use-multilingual --backends numpy
+
+`--multilingual N` takes the first N sentences of each language's unlabeled text in $PSP_DATA (en ar de es fr ru
+tr zh) instead of a pool. The named teachers are docs/teachers.md's; `use-multilingual` has one backend, numpy.
 
 Columns: sentences/s (wall clock, the teacher already loaded and warmed up; the ONNX rows include neither the
 export nor the quantisation, which happen once per cache), CPU seconds per 1,000 sentences (all threads summed:
@@ -30,9 +35,37 @@ def _timed(teacher, sentences: list[str], batch_size: int) -> tuple[np.ndarray, 
     return np.asarray(labels, dtype=np.float32), time.perf_counter() - wall, time.process_time() - cpu
 
 
+LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh")
+
+
+def multilingual_sample(per_language: int) -> list[str]:
+    """The first `per_language` distinct lines of each language's unlabeled sentences (all its sources in turn)."""
+    import gzip
+
+    data = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+    sentences: list[str] = []
+    for lang in LANGUAGES:
+        taken: dict[str, None] = {}  # insertion-ordered set
+        for path in sorted((data / "unlabeled" / lang).glob("*/sentences.txt.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as lines:
+                for line in lines:
+                    if len(taken) == per_language:
+                        break
+                    if line.strip():
+                        taken[line.strip()] = None
+        if len(taken) < per_language:
+            raise SystemExit(f"{data / 'unlabeled' / lang}: fewer than {per_language} sentences")
+        sentences += list(taken)
+    return sentences
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pool", required=True, help="a pool from `psp prepare pool` (folder, parquet or txt)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pool", help="a pool from `psp prepare pool` (folder, parquet or txt)")
+    source.add_argument(
+        "--multilingual", type=int, metavar="N", help="N sentences of each of 8 languages from $PSP_DATA/unlabeled"
+    )
     parser.add_argument("--sentences", type=int, default=10_000, help="the pool's first N sentences")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--teacher", default=None, help="sentence-transformers folder or Hub id (default MiniLM)")
@@ -45,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
     from psp_hf.errors import PSPInputError
 
-    sentences = read_corpus(args.pool)[: args.sentences]
+    sentences = read_corpus(args.pool)[: args.sentences] if args.pool else multilingual_sample(args.multilingual)
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
     sentences.sort(key=lambda s: (len(s), s))
     backends = args.backends.split(",")
@@ -54,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         for backend in backends:
             refused = False
             try:
-                teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
+                if backend == "numpy":
+                    from psp_hf.teachers.named import UseTeacher
+
+                    teacher = UseTeacher(args.threads)
+                else:
+                    teacher = labelling_teacher(args.teacher, backend, args.threads, Path(work) / "onnx")
             except PSPInputError as error:
                 if backend != "onnx-int8":
                     raise
@@ -86,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{backend}: {rows[-1]['sentences_per_s']:.0f} sentences/s", file=sys.stderr, flush=True)
     base = rows[0]
     load = os.getloadavg()[0]
-    print(f"\n{len(sentences):,} pool sentences, {args.threads} thread(s), load average at the end: {load:.1f}")
+    what = "pool" if args.pool else f"multilingual ({args.multilingual} each of {', '.join(LANGUAGES)})"
+    print(f"\n{len(sentences):,} {what} sentences, {args.threads} thread(s), load average at the end: {load:.1f}")
     print(
         f"\n| backend | sentences/s | vs {base['backend']} | CPU s / 1,000 | cosine to {base['backend']} (mean / min) |"
     )
