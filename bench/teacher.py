@@ -78,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
     from psp_hf.errors import PSPInputError
 
-    if args.pool:
-        sentences = read_corpus(args.pool)[: args.sentences]
-    else:
-        sentences = multilingual_sample(args.multilingual)
+    sentences = read_corpus(args.pool)[: args.sentences] if args.pool else multilingual_sample(args.multilingual)
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
     sentences.sort(key=lambda s: (len(s), s))
     backends = args.backends.split(",")

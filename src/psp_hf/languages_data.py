@@ -106,9 +106,12 @@ def raise_nothing(code: str, selection: str) -> None:
 
 
 def prepare_mono_text(code: str, folder: Path, settings) -> dict | None:
-    """`<xx>/mono/` from the chosen monolingual sources (None, and nothing written, when none is chosen)."""
+    """`<xx>/mono/` from the chosen monolingual sources (None, and no `<xx>/mono/`, when none is chosen)."""
     chosen = mono_sources(code, mono_selection(settings), settings.non_commercial)
     if not chosen:
+        import shutil
+
+        shutil.rmtree(folder / MONO_FILE.parent, ignore_errors=True)  # an earlier run's text must not come along
         return None
     return prepare_mono(chosen, settings.data, code, folder / "mono", limit=settings.mono_limit)
 
@@ -120,6 +123,14 @@ def mono_path(folder: Path) -> Path | None:
     if path.is_file() and report.is_file() and json.loads(report.read_text(encoding="utf-8")).get("sentences"):
         return path
     return None
+
+
+def mono_text(folder: Path) -> list[str]:
+    """The prepared monolingual sentences of a language folder ([] without any)."""
+    from .training.multilingual import read_mono_sentences
+
+    path = mono_path(folder)
+    return read_mono_sentences([path]) if path is not None else []
 
 
 def multilingual_train_arguments(code: str, folder: Path, settings) -> list[str]:

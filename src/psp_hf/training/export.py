@@ -190,7 +190,6 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
     }
     if getattr(trainer, "bitext_teacher", None) is not None:
         info.update(trainer.bitext_teacher.text_info())
-        info["bitext_targets"] = trainer.bitext_targets  # what --bitext-targets auto stood for
     if trainer.pool is not None:
         info.update(trainer.pool.text_info())
         info["sentences_seen"] = state.sentences_seen
@@ -200,4 +199,6 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
                 info.pop(name, None)
         if not trainer.distilling:
             info["distill_weight"] = 0.0
-    return info
+    from .multilingual import card_settings
+
+    return card_settings(info)

@@ -40,7 +40,7 @@ MULTILINGUAL_TEACHERS = ("e5-small", "use-multilingual", "e5-small+use-multiling
 MULTILINGUAL_WORDS = ("multilingual", "labse", "e5-small")
 # What auto means with a multilingual teacher (results/multilingual-distillation.md): en, same and both tied (de,
 # e5-small, 100 steps: PUD mining accuracy 46.35 / 46.45 / 46.45) and en labels half as much, so en; and no
-# monolingual text, which cost 8.6 points of PUD accuracy at equal steps there. Re-measure at full size.
+# monolingual text, which cost 8.65 points of PUD accuracy at equal steps there. Re-measure at full size.
 MULTILINGUAL_DEFAULT_TARGETS = "en"
 MULTILINGUAL_DEFAULT_MONO = "none"
 
@@ -106,6 +106,20 @@ def resolved_targets(args, teacher: str | None) -> str:
     if args.bitext_targets != "auto":
         return args.bitext_targets
     return MULTILINGUAL_DEFAULT_TARGETS if teacher_is_multilingual(teacher) else "en"
+
+
+MONO_SETTINGS = ("mono_data", "mono_weight", "mono_batch_size")
+
+
+def card_settings(info: dict) -> dict:
+    """`info` (a run's settings for its card) without the multilingual settings that did not apply to the run."""
+    multilingual = info.get("lang") not in (None, "en") and (info.get("teacher") or info.get("teacher_cache"))
+    unused: tuple[str, ...] = ()
+    if not multilingual:
+        unused = ("bitext_targets", *MONO_SETTINGS)
+    elif not info.get("mono_data"):
+        unused = MONO_SETTINGS
+    return {key: value for key, value in info.items() if key not in unused}
 
 
 def validate_multilingual(args) -> None:

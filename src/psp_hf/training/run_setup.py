@@ -222,6 +222,7 @@ class RunSetup:
         distilling = args.pair_distill()
         if distilling:
             self.bitext_targets = resolved_targets(args, run_teacher_name(args))
+            args.bitext_targets = self.bitext_targets  # args.json and the card record what auto stood for
         scan = scan_bitext(
             self.source,
             args.dev_pairs if dev and not outside else 0,
