@@ -83,9 +83,9 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
     report["sources"] = source_licences(chosen, "data folder")
     add_licences(Path(report["path"]), report)
     if not args.quiet:
-        from .cli import _print_summary
+        from .cli_sources import print_summary
 
-        _print_summary(report)
+        print_summary(report)
     return 0
 
 

@@ -55,7 +55,7 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
     """A `SentenceTransformer` from a local folder or a Hub id; None, or the default teacher's name as a cache
     records it, means the packaged all-MiniLM-L6-v2 (no Hub access); a name of `psp_hf.teachers.named`
     (e5-small, use-multilingual, e5-small+use-multilingual) loads that teacher."""
-    from ..teachers.named import is_named, load_named
+    from ..teachers.named import is_named
 
     if is_named(name_or_path):
         return load_named(os.fspath(name_or_path), device=device)
@@ -81,7 +81,7 @@ def labelling_teacher(
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
     ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
     recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
-    from ..teachers.named import USE_BACKEND, is_named, named_labelling_teacher
+    from ..teachers.named import USE_BACKEND, is_named
     from .onnx_teacher import BACKENDS, OnnxTeacher
 
     named = is_named(name_or_path)
@@ -101,6 +101,29 @@ def labelling_teacher(
     return OnnxTeacher.from_sentence_transformer(
         model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=name or teacher_name(name_or_path)
     )
+
+
+def load_named(name: str, device: str = "cpu"):
+    """A teacher of `psp_hf.teachers.named` as it is (e5 as a `SentenceTransformer`), for uses other than labelling."""
+    from ..teachers.named import E5, USE, CombinedTeacher, UseTeacher, e5_folder
+
+    if name == E5:
+        return load_teacher(e5_folder(), device=device)
+    if name == USE:
+        return UseTeacher()
+    return CombinedTeacher([load_teacher(e5_folder(), device=device), UseTeacher()])
+
+
+def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"):
+    """A teacher of `psp_hf.teachers.named` as labelling runs it (see `labelling_teacher`)."""
+    from ..teachers.named import E5, USE, USE_BACKEND, CombinedTeacher, UseTeacher, e5_folder
+
+    if name == USE:
+        return UseTeacher(threads)
+    if backend == USE_BACKEND:
+        raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
+    e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
+    return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])
 
 
 def default_batch_size(backend: str) -> int:

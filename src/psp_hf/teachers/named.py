@@ -149,26 +149,3 @@ class CombinedTeacher:
             _unit_rows(np.asarray(part.encode(list(sentences), **kwargs), dtype=np.float32)) for part in self.parts
         ]
         return np.concatenate(blocks, axis=1) / math.sqrt(len(blocks))
-
-
-def load_named(name: str, device: str = "cpu"):
-    """The named teacher as it is (e5 as a `SentenceTransformer`), for uses other than labelling."""
-    from ..data.teacher_labels import load_teacher
-
-    if name == E5:
-        return load_teacher(e5_folder(), device=device)
-    if name == USE:
-        return UseTeacher()
-    return CombinedTeacher([load_teacher(e5_folder(), device=device), UseTeacher()])
-
-
-def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"):
-    """The named teacher as labelling runs it (see `teacher_labels.labelling_teacher`)."""
-    from ..data.teacher_labels import labelling_teacher
-
-    if name == USE:
-        return UseTeacher(threads)
-    if backend == USE_BACKEND:
-        raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
-    e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
-    return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])

@@ -401,7 +401,7 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
     if getattr(namespace, "config", None):
         from .config_file import load_config_file
 
-        values.update(load_config_file(namespace.config))
+        values.update(load_config_file(namespace.config, FIELDS))
     for name in FIELDS:
         value = getattr(namespace, name, None)
         if value is not None:

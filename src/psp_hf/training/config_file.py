@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
-from .arguments import FIELDS
 
 
-def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a JSON or YAML config file of `TrainingArguments` fields (dashes or underscores)."""
+def load_config_file(path: str | os.PathLike, fields: Collection[str]) -> dict[str, Any]:
+    """Read a JSON or YAML config file of `TrainingArguments` fields (dashes or underscores); `fields` are the
+    known names (passed in by `arguments`, which imports this module)."""
     path = Path(path)
     if not path.is_file():
         raise PSPInputError(f"--config {path}: no such file")
@@ -33,8 +34,8 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
-        if name not in FIELDS:
-            raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(FIELDS))})")
+        if name not in fields:
+            raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
         if name == "data" and isinstance(value, str):
             value = [value]
         result[name] = value
