@@ -560,7 +560,7 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
     cases = [
-        ([str(good), "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        ([str(good), "--out", str(a_file)], f"--output {a_file}: exists and is not a folder"),
         ([str(good), "--out", str(locked / "out")], f"cannot write in {locked} (permission denied or read-only)"),
         ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
         ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),

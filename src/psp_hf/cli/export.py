@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import PSPInputError
+from ..errors import PSPInputError
+from . import flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `psp export` flags."""
     parser.add_argument("model", metavar="MODEL", help="psp, model2vec or sentence-transformers static model folder")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="folder to write (new or empty)")
+    flags.add_output(parser, required=True, metavar="OUT", help="folder to write (new or empty)")
     parser.add_argument(
         "--quantize-to",
         choices=("float32", "float16", "int8"),
@@ -31,12 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="psp",
         help="psp (loads in psp and transformers) or model2vec (loads in model2vec and sentence-transformers)",
     )
+    flags.add_quiet(parser, "no summary line")
 
 
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
-    from .smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
-    from .static_models import load_static_model, save_model2vec
+    from ..smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
+    from ..static_models import load_static_model, save_model2vec
 
     output = Path(args.output)
     if output.exists() and not output.is_dir():
@@ -55,5 +57,6 @@ def run(args: argparse.Namespace) -> int:
             table, piece_weights = encoder._weights()
             encoder = encoder._with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
         save_model2vec(encoder, output, quantize_to=args.quantize_to)
-    print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
+    if not args.quiet:
+        print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
     return 0

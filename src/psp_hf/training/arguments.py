@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cli import flags
 from ..errors import PSPInputError
 from .argument_checks import check_types
 from .encoder_options import EncoderArguments
@@ -230,7 +231,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
             "which weights become the final model: best dev score or the last step", choices=("best", "last")
         ),
     )
-    resume: bool = field(default=False, metadata=_arg("continue from the checkpoint in --output-dir"))
+    resume: bool = field(default=False, metadata=_arg("continue from the checkpoint in --output"))
     push_to_hub: str | None = field(default=None, metadata=_arg("upload the final folder to this Hub repo id"))
     private: bool = field(default=False, metadata=_arg("make the pushed Hub repo private"))
     threads: int = field(default=0, metadata=_arg("torch CPU threads per process (0: torch's default)"))
@@ -253,7 +254,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
                 "--distill-weight for distillation only)"
             )
         if not self.output_dir:
-            raise PSPInputError("--output-dir is required")
+            raise PSPInputError("-o/--output is required")
         from .finite import check_finite_arguments
 
         check_finite_arguments(self)
@@ -375,6 +376,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="JSON or YAML file of settings (flags given on the command line win)")
     hints = typing.get_type_hints(TrainingArguments)
     for spec in dataclasses.fields(TrainingArguments):
+        if spec.name == "output_dir":
+            # `-o/--output` as in every psp command; the field's own spelling still parses, hidden from --help.
+            flags.add(
+                parser, "-o", "--output", old=("--output-dir", "--output_dir"), dest="output_dir", default=None,
+                metavar="OUTPUT", help=spec.metadata["help"],
+            )  # fmt: skip
+            continue
         resolved = copy.copy(spec)
         resolved.type = hints[spec.name]
         first = len(parser._actions)
