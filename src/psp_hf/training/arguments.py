@@ -383,6 +383,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 metavar="OUTPUT", help=spec.metadata["help"],
             )  # fmt: skip
             continue
+        if spec.name == "quiet":  # `-q/--quiet` as in every psp command
+            parser.add_argument("-q", "--quiet", action="store_true", default=None, help=spec.metadata["help"])
+            parser.add_argument("--no-quiet", action="store_false", dest="quiet", default=None, help="not --quiet")
+            continue
         resolved = copy.copy(spec)
         resolved.type = hints[spec.name]
         first = len(parser._actions)
