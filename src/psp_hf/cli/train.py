@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import argparse
 
+from . import flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `psp train` (one per `TrainingArguments` field, plus --config)."""
+    from ..training.arguments import OLD_OUTPUT_SPELLINGS
     from ..training.arguments import add_arguments as add_training_arguments
 
     add_training_arguments(parser)
+    for action in parser._actions:  # the one list of an argparse parser's arguments
+        if action.dest == "output_dir":
+            setattr(action, flags.HIDDEN, OLD_OUTPUT_SPELLINGS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cli import flags
 from ..errors import PSPInputError
 from .argument_checks import check_types
 from .encoder_options import EncoderArguments
@@ -367,6 +366,8 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainingArguments)}
+# `--output-dir` (the field's name) before `-o/--output` became the flag of every psp command.
+OLD_OUTPUT_SPELLINGS = ("--output-dir", "--output_dir")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -377,10 +378,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(TrainingArguments)
     for spec in dataclasses.fields(TrainingArguments):
         if spec.name == "output_dir":
-            # `-o/--output` as in every psp command; the field's own spelling still parses, hidden from --help.
-            flags.add(
-                parser, "-o", "--output", old=("--output-dir", "--output_dir"), dest="output_dir", default=None,
-                metavar="OUTPUT", help=spec.metadata["help"],
+            # `-o/--output` as in every psp command; the field's own spellings still parse (cli/train.py hides
+            # them from --help).
+            parser.add_argument(
+                "-o", "--output", *OLD_OUTPUT_SPELLINGS, dest="output_dir", default=None, metavar="OUTPUT",
+                help=spec.metadata["help"],
             )  # fmt: skip
             continue
         if spec.name == "quiet":  # `-q/--quiet` as in every psp command
