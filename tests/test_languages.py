@@ -99,8 +99,8 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
 
 
 def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
-    from psp_hf.errors import PSPInputError
     from psp_hf.cli.languages import add_arguments, run
+    from psp_hf.errors import PSPInputError
     from psp_hf.languages import Settings, train_arguments
 
     english = tmp_path / "p-sp-en"

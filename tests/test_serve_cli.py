@@ -22,8 +22,8 @@ from psp_hf.tokenizer import train_tokenizer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
 
-from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.cli.serve import parse_model_spec  # noqa: E402
+from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.index import load_index  # noqa: E402
 
 CORPUS = [
