@@ -141,7 +141,7 @@ ENGLISH_MODEL ?= $(patsubst %/model.safetensors,%,$(wildcard $(DISTILL)/m-combin
 LANGUAGE_FLAGS ?=
 
 languages: venv registry-bitext registry-text
-	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" --out $(LANGUAGES_DIR) \
+	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" -o $(LANGUAGES_DIR) \
 		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --epochs $(LANGUAGE_EPOCHS) \
 		--dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) \
 		$(if $(ENGLISH_MODEL),--init-rows-from $(ENGLISH_MODEL)) $(LANGUAGE_FLAGS)
@@ -172,19 +172,19 @@ DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 -
 distill: distill-table
 
 distill-pool: venv registry-text
-	test -f $(DISTILL)/pool/sentences.parquet || $(PSP) prepare pool --out $(DISTILL)/pool
+	test -f $(DISTILL)/pool/sentences.parquet || $(PSP) prepare pool -o $(DISTILL)/pool
 
 distill-label: distill-pool
-	$(PSP) prepare label --corpus $(DISTILL)/pool --cache $(DISTILL)/teacher-minilm \
+	$(PSP) prepare label --corpus $(DISTILL)/pool -o $(DISTILL)/teacher-minilm \
 		--threads $(DISTILL_THREADS) --progress $(if $(DISTILL_POOL),--max-sentences $(DISTILL_POOL))
 
 distill-train: distill-label
-	test -f $(DISTILL)/m-distill/model.safetensors || $(PY) train.py --output-dir $(DISTILL)/m-distill \
+	test -f $(DISTILL)/m-distill/model.safetensors || $(PY) train.py -o $(DISTILL)/m-distill \
 		$(DISTILL_FLAGS) --distill-weight 1 --vocab-size $(DISTILL_VOCAB) --epochs $(DISTILL_EPOCHS)
 	test -f $(DISTILL)/m-pairs/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
-		--output-dir $(DISTILL)/m-pairs --tokenizer $(DISTILL)/m-distill --dim 384 --threads $(DISTILL_THREADS) --quiet
+		-o $(DISTILL)/m-pairs --tokenizer $(DISTILL)/m-distill --dim 384 --threads $(DISTILL_THREADS) --quiet
 	test -f $(DISTILL)/m-combined/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
-		--output-dir $(DISTILL)/m-combined --tokenizer $(DISTILL)/m-distill $(DISTILL_FLAGS) --distill-weight 1 \
+		-o $(DISTILL)/m-combined --tokenizer $(DISTILL)/m-distill $(DISTILL_FLAGS) --distill-weight 1 \
 		--margin-weight 0.1 --teacher-negative-threshold 0.8 --distill-batch-size 1024 --epochs 1 \
 		$(if $(DISTILL_POOL_WEIGHTS),--pool-weights $(DISTILL_POOL_WEIGHTS))
 

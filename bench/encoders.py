@@ -94,7 +94,7 @@ def train_row(name: str, flags: list[str], data: Path, folder: Path, args, teach
     from psp_hf.cli import main
 
     recurrent = any(kind in flags for kind in RECURRENT)
-    common = ["--data", str(data), "--output-dir", str(folder), "--dim", str(args.dim), "--epochs", "1"]
+    common = ["--data", str(data), "-o", str(folder), "--dim", str(args.dim), "--epochs", "1"]
     common += ["--eval-every", "0", "--keep", "last", "--quiet", "--threads", str(args.threads), "--seed", "0"]
     common += ["--min-count", str(args.min_count), "--save-every", "0", "--init-std", str(args.init_std)]
     # Rows with a learned head (projection, recurrent) diverged at lr 0.01: WORD + projection fell from STS-B dev

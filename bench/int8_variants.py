@@ -6,7 +6,7 @@ Each variant is `onnxruntime.quantization.quantize_dynamic` with some of the exp
 (`nodes_to_exclude`). Columns: cosine of each label to the fp32 export's label of the same sentence (mean and
 minimum), and sentences/s relative to the all-int8 variant; the variants are timed `--passes` times in turn, so a
 drift of the machine's speed spreads over all of them. Every variant is also written as OUT/<variant>/onnx/, the
-layout `psp prepare label --cache OUT/<variant> --backend onnx-int8` picks up, so its labels can be distilled and
+layout `psp prepare label -o OUT/<variant> --backend onnx-int8` picks up, so its labels can be distilled and
 scored like any other (results/teachers-english.md's student table).
 """
 

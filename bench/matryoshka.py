@@ -30,7 +30,7 @@ def train(folder: Path, pairs: Path, args: argparse.Namespace, matryoshka: str |
         return
     shutil.rmtree(folder, ignore_errors=True)
     command = [
-        sys.executable, "-m", "psp_hf.cli", "train", "--output-dir", str(folder), "--dim", str(args.dim),
+        sys.executable, "-m", "psp_hf.cli", "train", "-o", str(folder), "--dim", str(args.dim),
         "--dev", "none", "--keep", "last", "--eval-every", "0", "--save-every", "0", "--quiet",
         "--lr", str(args.lr), "--init-std", str(args.init_std),
     ]  # fmt: skip

@@ -67,14 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache) if args.cache else work / "teacher-labels"
     rows = []
     for size in (int(n) for n in args.sizes.split(",")):
-        _psp("prepare", "label", "--corpus", args.pool, "--cache", str(cache), "--threads", args.threads,
+        _psp("prepare", "label", "--corpus", args.pool, "-o", str(cache), "--threads", args.threads,
              "--max-sentences", str(size))  # fmt: skip
         labels = snapshot(cache, work / f"labels-{size}")
         student = work / f"student-{size}"
         if not (student / "model.safetensors").is_file():
             shutil.rmtree(student, ignore_errors=True)
             started = time.perf_counter()
-            _psp("train", "--teacher-cache", str(labels), "--output-dir", str(student), "--threads", args.threads,
+            _psp("train", "--teacher-cache", str(labels), "-o", str(student), "--threads", args.threads,
                  "--epochs", "1000", "--max-steps", args.steps, *TRAIN_FLAGS)  # fmt: skip
             (student / "bench-train-seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
         from psp_hf.evaluation import evaluate_model, load_encoder

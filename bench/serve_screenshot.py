@@ -27,8 +27,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from psp_hf import load
+    from psp_hf.cli.serve import parse_model_spec
     from psp_hf.serve.app import ServeConfig, create_app
-    from psp_hf.serve.cli import parse_model_spec
     from psp_hf.serve.index import load_index
 
     name, where = parse_model_spec(args.model)

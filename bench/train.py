@@ -60,7 +60,7 @@ def run_training(name: str, data: list[Path], tokenizer: Path, threads: int, ext
         str(ROOT / "train.py"),
         "--data",
         *map(str, data),
-        "--output-dir",
+        "-o",
         str(out),
         "--tokenizer",
         str(tokenizer),

@@ -25,7 +25,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def test_prepare_warns_when_the_vocabulary_is_smaller_than_asked(prepared, capsys):
-    from psp_hf.data.cli_sources import print_summary
+    from psp_hf.cli.prepare_sources import print_summary
 
     report = json.loads((prepared / "report" / "report.json").read_text())
     pieces = report["tokenizer"]["pieces"]
@@ -99,7 +99,7 @@ def test_train_warns_when_its_own_vocabulary_is_smaller_than_asked(tmp_path, tra
 
 
 def test_label_takes_the_english_side_of_a_prepared_bitext_folder(prepared, tmp_path, monkeypatch):
-    from psp_hf.data.cli_sources import bitext_english
+    from psp_hf.cli.prepare_sources import bitext_english
     from psp_hf.data.teacher_labels import TeacherCache
 
     english = bitext_english(prepared)

@@ -115,7 +115,7 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
     a_file.write_text("x\n")
     labelled = len(TeacherCache(toy["cache"]).chunk_files())
     cases = [
-        (["pool", "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        (["pool", "--out", str(a_file)], f"--output {a_file}: exists and is not a folder"),
         (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),
         (
             ["label", "--corpus", str(toy["pool"]), "--cache", str(toy["cache"]), "--teacher", "other"],
@@ -147,7 +147,7 @@ def test_pool_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, m
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
     assert psp(["prepare", "pool", "--out", str(locked / "pool"), "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"psp: error: --out {locked / 'pool'}: cannot write in {locked} (permission denied or read-only)\n"
+    assert err == f"psp: error: --output {locked / 'pool'}: cannot write in {locked} (permission denied or read-only)\n"
     assert list(locked.iterdir()) == []
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf import cli_reference
+from psp_hf.cli import reference as cli_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "results").glob("*.md"))]
@@ -109,7 +109,7 @@ def test_link_checker_finds_a_broken_link(tmp_path: Path):
 def test_cli_reference_matches_the_parsers():
     committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert committed == cli_reference.reference(), (
-        "docs/cli.md is out of date: run `python -m psp_hf.cli_reference > docs/cli.md`"
+        "docs/cli.md is out of date: run `python -m psp_hf.cli.reference > docs/cli.md`"
     )
 
 

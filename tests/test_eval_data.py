@@ -125,5 +125,5 @@ def test_malformed_files_name_file_and_line(tmp_path):
 
 
 def test_missing_data_dir_names_the_path(tmp_path):
-    with pytest.raises(PSPInputError, match=r"nowhere.*--data DIR or set PSP_DATA"):
+    with pytest.raises(PSPInputError, match=r"nowhere.*--data-dir DIR or set PSP_DATA"):
         default_existing(tmp_path / "nowhere")

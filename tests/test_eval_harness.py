@@ -162,7 +162,7 @@ def test_missing_data_names_the_expected_path(tmp_path):
     (tmp_path / "sts").mkdir()
     with pytest.raises(PSPInputError, match=r"sts13: expected data folder .*sts/en/STS13"):
         evaluate_model(HashingEncoder(), ["sts13"], data_dir=tmp_path)
-    with pytest.raises(PSPInputError, match=r"not found; pass --data DIR"):
+    with pytest.raises(PSPInputError, match=r"not found; pass --data-dir DIR"):
         evaluate_model(HashingEncoder(), ["sts13"], data_dir=tmp_path / "missing")
 
 

@@ -131,7 +131,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 
     english = {s for shard in (out / "data").glob("*.parquet") for s in pq.read_table(shard).column("en").to_pylist()}
     assert PUD_PAIR[1] not in english and len(english) == len({b for _, b in pairs})  # ... and the PUD one removed
-    from psp_hf.data.cli_sources import bitext_english
+    from psp_hf.cli.prepare_sources import bitext_english
 
     both_sides = set(bitext_english(out, other_side=True))  # what psp prepare label gives a multilingual teacher
     assert both_sides == english | {a for a, _ in pairs} and set(bitext_english(out)) == english

@@ -99,8 +99,9 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
 
 
 def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
+    from psp_hf.cli.languages import add_arguments, run
     from psp_hf.errors import PSPInputError
-    from psp_hf.languages import Settings, add_arguments, run, train_arguments
+    from psp_hf.languages import Settings, train_arguments
 
     english = tmp_path / "p-sp-en"
     settings = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", init_rows_from=str(english))

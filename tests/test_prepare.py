@@ -560,11 +560,11 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
     cases = [
-        ([str(good), "--out", str(a_file)], f"--out {a_file}: exists and is not a folder"),
+        ([str(good), "--out", str(a_file)], f"--output {a_file}: exists and is not a folder"),
         ([str(good), "--out", str(locked / "out")], f"cannot write in {locked} (permission denied or read-only)"),
         ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
         ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),
-        ([str(good)], "give --out DIR, --push-to-hub REPO, or both"),
+        ([str(good)], "give --output DIR, --push-to-hub REPO, or both"),
         (["-", "--out", str(tmp_path / "o")], "-: standard input is not supported here"),
         ([str(fifo), "--out", str(tmp_path / "o")], f"{fifo}: not a regular file (a pipe"),
         ([str(good), "--push-to-hub", "no//such repo"], "--push-to-hub 'no//such repo': not a valid repo id"),

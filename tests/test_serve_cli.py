@@ -22,8 +22,8 @@ from psp_hf.tokenizer import train_tokenizer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
 
+from psp_hf.cli.serve import parse_model_spec  # noqa: E402
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
-from psp_hf.serve.cli import parse_model_spec  # noqa: E402
 from psp_hf.serve.index import load_index  # noqa: E402
 
 CORPUS = [
@@ -86,7 +86,7 @@ def test_model_names():
 def test_defaults_bind_loopback_without_cors_or_key(monkeypatch):
     import argparse
 
-    from psp_hf.serve.cli import add_arguments
+    from psp_hf.cli.serve import add_arguments
 
     monkeypatch.delenv("PSP_API_KEY", raising=False)
     parser = argparse.ArgumentParser()

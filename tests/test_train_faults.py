@@ -323,7 +323,7 @@ def test_unwritable_output_dir_is_refused_before_any_work(tmp_path, tiny_tokeniz
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file))
     assert code == 2 and "exists and is not a folder" in one_error_line(err)
     code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file / "model"))
-    assert code == 2 and f"--output-dir {a_file / 'model'}: cannot write there ({a_file} is not a folder)" in (
+    assert code == 2 and f"--output {a_file / 'model'}: cannot write there ({a_file} is not a folder)" in (
         one_error_line(err)
     )
     assert a_file.read_text() == "x"

@@ -35,7 +35,7 @@ def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
     folder = data_dir(path)
     if not folder.is_dir():
         raise PSPInputError(
-            f"data folder {folder} not found; pass --data DIR or set {DATA_ENV} "
+            f"data folder {folder} not found; pass --data-dir DIR or set {DATA_ENV} "
             "(the folder that holds sts/, senteval/, tatoeba/ and MANIFEST.tsv)"
         )
     return folder

@@ -67,24 +67,23 @@ def main() -> int:
     if not (pool / "sentences.parquet").is_file():
         _run(
             "build the English pool: the data folder's non-evaluation text and Wikipedia, evaluation sentences removed",
-            [*psp, "prepare", "pool", "--out", str(pool), "--no-registry"],
+            [*psp, "prepare", "pool", "-o", str(pool), "--no-registry"],
         )
     _run(
         f"label the pool's first {int(pool_size):,} sentences with all-MiniLM-L6-v2 (ONNX Runtime, int8; resumable)",
-        [*psp, "prepare", "label", "--corpus", str(pool), "--cache", str(labels), "--threads", "2"]
+        [*psp, "prepare", "label", "--corpus", str(pool), "-o", str(labels), "--threads", "2"]
         + ["--max-sentences", pool_size],
     )
     distilled = _fresh(out / "p-sp-en-distilled")
     _run(
         "distil the teacher into a 384-d table",
-        [*psp, "train", "--teacher-cache", str(labels), "--output-dir", str(distilled), *DEMO_DISTILL_FLAGS],
+        [*psp, "train", "--teacher-cache", str(labels), "-o", str(distilled), *DEMO_DISTILL_FLAGS],
     )
     captions = _fresh(out / "p-sp-en-flickr")
     pairs = data / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     _run(
         "train a P-SP model on the Flickr30k caption pairs (300 mini-batches of 128 pairs, same tokenizer and dim)",
-        [*psp, "train", "--data", str(pairs), "--output-dir", str(captions), "--tokenizer", str(distilled)]
-        + DEMO_PAIRS_FLAGS,
+        [*psp, "train", "--data", str(pairs), "-o", str(captions), "--tokenizer", str(distilled)] + DEMO_PAIRS_FLAGS,
     )
     untrained = out / "p-sp-en-untrained"
     shutil.rmtree(untrained, ignore_errors=True)

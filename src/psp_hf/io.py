@@ -266,7 +266,7 @@ def output_error(path: str | os.PathLike, error: OSError) -> PSPInputError:
 def check_writable_parent(path: str | os.PathLike, label: str | None = None) -> None:
     """Before the work starts: the nearest existing folder above `path` is writable (the rest gets created).
 
-    Errors start with `label` (e.g. "--out PATH"; default: the path).
+    Errors start with `label` (e.g. "--output PATH"; default: the path).
     """
     label = label or str(path)
     parent = Path(os.path.abspath(path)).parent

@@ -7,7 +7,7 @@ teacher cache: the English side, and with a multilingual teacher the other side 
 (Tatoeba of the language, the STS17 tracks that involve it, English STS12–16 and STS-B) -> card (rendered from the
 run's numbers into the model folder, which is then ready for `psp push`).
 
-Layout of `--out`:
+Layout of `--output`:
 
     <xx>/data/            the prepared bitext (psp prepare)
     <xx>/mono/            the prepared monolingual text (sentences.txt.gz, report.json), when chosen
@@ -38,10 +38,8 @@ from .data.registry_bitext import (
     local_root,
     write_source_tsvs,
 )
-from .data_folder import data_dir
 from .errors import PSPInputError
 from .io import atomic_path
-from .languages_data import add_data_arguments
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 # The bitext sources (data/language_sources.py) are chosen by name with --sources; the default set per language is
@@ -75,7 +73,7 @@ class Settings:
     extra: tuple[str, ...] = ()
     margin_only: bool = False  # the baseline: P-SP's margin loss alone, no teacher
     init_rows_from: str | None = None  # an English psp model: its rows start the shared pieces (and set the width)
-    sources: str = "default"  # --sources, --mono-sources ...: see languages_data.add_data_arguments
+    sources: str = "default"  # --sources, --mono-sources ...: see psp_hf.cli.languages
     mono_sources: str = "auto"
     mono_limit: int | None = 50_000
     non_commercial: bool = False
@@ -83,104 +81,6 @@ class Settings:
     mono_weight: float = 1.0
     mono_batch_size: int = 128
     dev: str = "pud"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `psp languages`."""
-    parser.add_argument("--langs", default=",".join(LANGUAGES), help="comma-separated languages (default: all 7)")
-    parser.add_argument("--out", default=".cache/languages", help="output folder (default .cache/languages)")
-    parser.add_argument("--data", default=None, help="data folder (default: $PSP_DATA or ../shared/data)")
-    parser.add_argument(
-        "--teacher",
-        default="default",
-        help="teacher: folder, Hub id, e5-small, use-multilingual, e5-small+use-multilingual (default MiniLM)",
-    )
-    parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
-    parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
-    parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--vocab-size", type=int, default=50_000)
-    parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
-    parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
-    parser.add_argument(
-        "--registry-limit",
-        type=int,
-        default=50_000,
-        help="pairs per registry source, sampled evenly from a larger one (50,000)",
-    )
-    parser.add_argument(
-        "--registry-sources",
-        default=",".join(REGISTRY_SOURCES),
-        help=f"which registry sources, comma-separated (default: all of {', '.join(REGISTRY_SOURCES)})",
-    )
-    parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument(
-        "--margin-only",
-        action="store_true",
-        help="the baseline: train with P-SP's cross-lingual margin loss alone (no teacher, nothing labelled)",
-    )
-    parser.add_argument(
-        "--init-rows-from",
-        default=None,
-        metavar="MODEL",
-        help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
-        "language's start from it, and the width is its own (--dim is then ignored)",
-    )
-    add_data_arguments(parser)
-    parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the pipeline for every language of --langs; print the summary table."""
-    import shlex
-
-    languages = [code.strip() for code in args.langs.split(",") if code.strip()]
-    unknown = [code for code in languages if code not in LANGUAGES]
-    if unknown:
-        raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(LANGUAGES)})")
-    kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
-    if not kinds or set(kinds) - set(REGISTRY_SOURCES):
-        known = ", ".join(REGISTRY_SOURCES)
-        raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
-    if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
-        raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
-    out = Path(args.out)
-    settings = Settings(
-        out=out,
-        data=data_dir(args.data),
-        teacher=args.teacher,
-        teacher_cache=Path(args.teacher_cache) if args.teacher_cache else out / "teacher-cache",
-        minutes=args.minutes,
-        epochs=args.epochs,
-        dim=args.dim,
-        vocab_size=args.vocab_size,
-        limit=args.limit,
-        registry=args.registry,
-        registry_limit=args.registry_limit,
-        registry_sources=kinds,
-        tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
-        threads=args.threads,
-        extra=tuple(shlex.split(args.train_args)),
-        margin_only=args.margin_only,
-        init_rows_from=args.init_rows_from,
-        sources=args.sources,
-        mono_sources=args.mono_sources,
-        mono_limit=args.mono_limit,
-        non_commercial=args.non_commercial,
-        bitext_targets=args.bitext_targets,
-        mono_weight=args.mono_weight,
-        mono_batch_size=args.mono_batch_size,
-        dev=args.dev,
-    )
-    from .languages_data import check_data
-
-    for code in languages:  # a wrong source name or a missing dev set fails before any work
-        check_data(code, settings)
-    rows = [build_language(code, settings) for code in languages]
-    write_summary(out, rows)
-    print(summary_markdown(rows))
-    return 0
 
 
 def _say(code: str, message: str) -> None:
@@ -283,7 +183,7 @@ ENGLISH_ROWS_FLAGS = {"ar": ("--init-l2", "1e-5")}
 def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
     """The `psp train` flags of one language (the defaults measured for bitext, see results/languages.md)."""
     arguments = [
-        "--data", str(folder / "data"), "--lang", code, "--output-dir", str(folder / "model"),
+        "--data", str(folder / "data"), "--lang", code, "-o", str(folder / "model"),
         "--init-std", "0.1", "--lr", "0.01",
         "--epochs", str(settings.epochs), "--max-minutes", str(settings.minutes), "--quiet",
     ]  # fmt: skip
@@ -301,16 +201,19 @@ def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
 
 
 def _train(code: str, folder: Path, settings: Settings) -> dict:
-    from .training.cli import run as train_run
-
     arguments = train_arguments(code, folder, settings)
     if (folder / "model" / "training" / "checkpoint.json").is_file():
         arguments.append("--resume")  # a killed run: continue from its last checkpoint
     from .training.arguments import add_arguments as add_train_arguments
+    from .training.arguments import arguments_from_namespace
+    from .training.trainer import Trainer
 
+    # The same flags as `psp train`, parsed by the same parser, so that --train-args reads as it does there.
     parser = argparse.ArgumentParser(prog="psp train")
     add_train_arguments(parser)
-    status = train_run(parser.parse_args(arguments))
+    trainer = Trainer(arguments_from_namespace(parser.parse_args(arguments)))
+    trainer.train()
+    status = trainer.push_status
     if status:
         raise PSPInputError(f"{code}: training ended with status {status}")
     end = _end_record(folder / "model")
@@ -433,9 +336,3 @@ def summary_markdown(rows: list[dict]) -> str:
             f"{number(row['sts12_16'])} | {number(row['stsb_test'])} |"
         )
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover - `psp languages` is the entry point
-    parser = argparse.ArgumentParser(prog="psp languages")
-    add_arguments(parser)
-    sys.exit(run(parser.parse_args()))

@@ -8,12 +8,10 @@ the bitext targets need them (a multilingual teacher), and the monolingual text.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 from .data.language_sources import (
-    BITEXT_SOURCES,
     DEV_SOURCE,
     bitext_sources,
     dev_file,
@@ -23,7 +21,6 @@ from .data.language_sources import (
     stage_bitext,
 )
 from .training.multilingual import (
-    BITEXT_TARGETS,
     MULTILINGUAL_DEFAULT_MONO,
     MULTILINGUAL_DEFAULT_TARGETS,
     describe_mono,
@@ -32,47 +29,6 @@ from .training.multilingual import (
 
 MONO_FILE = Path("mono") / "sentences.txt.gz"
 NON_COMMERCIAL_LICENSE = "cc-by-nc-sa-4.0"
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """The data and multilingual-teacher flags of `psp languages`."""
-    parser.add_argument(
-        "--sources",
-        default="default",
-        help="bitext sources of the data folder by name, NAME or NAME=FRACTION, comma-separated: 'default' (multi30k, "
-        "multi30k-nllb, wmt-news), 'all', or names of " + ", ".join(BITEXT_SOURCES) + " (default: default)",
-    )
-    parser.add_argument(
-        "--mono-sources",
-        default="auto",
-        help="monolingual text by name (unlabeled/<lang>/<name>), as --sources: 'default' (every source of the "
-        "language that is not non-commercial), 'all', 'none', names; auto: "
-        f"{MULTILINGUAL_DEFAULT_MONO} with a multilingual teacher (measured), none with an English-only one",
-    )
-    parser.add_argument(
-        "--mono-limit", type=int, default=50_000, help="sentences per monolingual source, drawn evenly (50,000)"
-    )
-    parser.add_argument(
-        "--non-commercial",
-        action="store_true",
-        help="allow non-commercial sources (ar: saudinewsnet, CC BY-NC-SA 4.0); the model card then says so",
-    )
-    parser.add_argument(
-        "--bitext-targets",
-        default="auto",
-        choices=BITEXT_TARGETS,
-        help="psp train --bitext-targets: en, same, both; auto: en for an English-only teacher, "
-        f"{MULTILINGUAL_DEFAULT_TARGETS} for a multilingual one",
-    )
-    parser.add_argument("--mono-weight", type=float, default=1.0, help="psp train --mono-weight (1)")
-    parser.add_argument("--mono-batch-size", type=int, default=128, help="psp train --mono-batch-size (128)")
-    parser.add_argument(
-        "--dev",
-        default="pud",
-        choices=("pud", "bitext"),
-        help="dev set that chooses checkpoints: pud (mining accuracy on the PUD pairs, never trained on) or bitext "
-        "(pairs held back from the training bitext) (default: pud)",
-    )
 
 
 def mono_selection(settings) -> str:

@@ -53,7 +53,7 @@ pairs = load_dataset("{where}", "pairs", split="train")
 - `pairs.tsv`: the {filtering["pairs_out"]:,} pairs inside every bound: `sentence1` (reference), `sentence2`
   (translation), and the measures: `cost`, `length`, `overlap` (word {filtering["overlap_order"]}-grams),
   `bleu`, and when computed `score` (psp paraphrase score), `lm`, `machine`. Feed it to
-  `psp prepare paraphrases pairs.tsv --out DIR` (add `--no-score-filter` when there is no `score` column).
+  `psp prepare paraphrases pairs.tsv -o DIR` (add `--no-score-filter` when there is no `score` column).
 
 ## Filters
 

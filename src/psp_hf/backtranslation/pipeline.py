@@ -111,12 +111,14 @@ def _check_run(out: Path, settings: TranslateSettings, overwrite: bool) -> bool:
             changed = sorted(k for k in wanted if saved["settings"].get(k) != wanted[k])
             raise PSPInputError(
                 f"{out}: holds a run with other settings ({', '.join(changed)} differ); rerun it with the same "
-                "arguments to resume, or pass --overwrite or another --out"
+                "arguments to resume, or pass --overwrite or another --output"
             )
         elif saved["settings"] == wanted:
             return bool(saved.get("complete")) and (out / TRANSLATIONS).is_file()
     elif out.exists() and any(out.iterdir()) and not overwrite:
-        raise PSPInputError(f"{out}: exists and is not a psp backtranslate folder; pass --overwrite or another --out")
+        raise PSPInputError(
+            f"{out}: exists and is not a psp backtranslate folder; pass --overwrite or another --output"
+        )
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(state) as tmp:
         tmp.write_text(json.dumps({"settings": wanted, "complete": False}, indent=1))

@@ -53,7 +53,7 @@ def check_manifest(folder: Path, settings: dict) -> None:
         if changed and any(folder.glob("shard-*")):
             details = "; ".join(f"{key}: {old.get(key)!r} there, {settings.get(key)!r} now" for key in changed)
             raise PSPInputError(
-                f"{folder}: holds shards made with other settings ({details}); use another --output-dir or the "
+                f"{folder}: holds shards made with other settings ({details}); use another --output or the "
                 "same settings to resume"
             )
         if not changed:

@@ -20,7 +20,7 @@ _EXPORTS = {
 
 
 def __getattr__(name: str):
-    # Lazy: `psp prepare --help` and `import psp_hf.data.cli` stay free of numpy/pyarrow/langid imports.
+    # Lazy: `psp prepare --help` and `import psp_hf.cli.prepare` stay free of numpy/pyarrow/langid imports.
     if name in _EXPORTS:
         import importlib
 

@@ -33,7 +33,7 @@ def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
 
 
 def check_output_folder(
-    out: Path, overwrite: bool, flag: str = "--out", inputs: Sequence[Path] = (), replaces: bool = True
+    out: Path, overwrite: bool, flag: str = "--output", inputs: Sequence[Path] = (), replaces: bool = True
 ) -> None:
     """`out` can become a folder: not a file, not there yet unless `overwrite`, and its parent writable.
 
@@ -53,7 +53,7 @@ def check_output_folder(
     check_writable_parent(out, f"{flag} {out}")
 
 
-def check_output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
+def check_output_file(path: str | os.PathLike, flag: str = "--output") -> Path:
     """`path` can become a file: not a folder, and its folder writable (created when missing)."""
     path = Path(path)
     if path.is_dir():

@@ -8,7 +8,7 @@ pools are searched exactly with blocked matrix products; large ones through a co
 sentence is compared with the members of its `nprobe` nearest clusters), which costs about
 `N * nprobe * N / nlist` dot products instead of `N * N`.
 
-Run: ``psp prepare mine-pairs --cache CACHE --out PAIRS.tsv`` (`mine_cache`). The output (`write_pairs`) is a
+Run: ``psp prepare mine-pairs --cache CACHE -o PAIRS.tsv`` (`mine_cache`). The output (`write_pairs`) is a
 TSV with the header ``sentence1  sentence2  score`` that the training loop reads as paraphrase pairs.
 """
 

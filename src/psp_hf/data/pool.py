@@ -6,7 +6,7 @@ any evaluation set (STS 2012–2017 incl. the 2012 training sets, STS-B, SICK, S
 the pool. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
 also matches the tokenized, lower-cased SentEval copies against raw text.
 
-Run: ``psp prepare pool --out POOL`` (`build_pool`) writes ``sentences.parquet`` (columns ``sentence``,
+Run: ``psp prepare pool -o POOL`` (`build_pool`) writes ``sentences.parquet`` (columns ``sentence``,
 ``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source).
 """
 

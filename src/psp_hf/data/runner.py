@@ -141,7 +141,7 @@ def run_recipe(
     Returns the report (also written to `report/report.json`).
     """
     if out is None and push_to_hub is None:
-        raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
+        raise PSPInputError("give --output DIR, --push-to-hub REPO, or both")
     if batch_size < 1 or (num_shards is not None and num_shards < 1) or vocab_size < 1:
         raise PSPInputError("--batch-size, --num-shards and --vocab-size must be positive")
     paths = check_inputs(inputs)
@@ -281,7 +281,7 @@ def run_recipe(
                     commit_message=f"psp prepare {recipe.kind}: {chain.pairs_out:,} pairs",
                 )
             except Exception:
-                # Without --out the prepared folder exists only in `staging`: keep it for the retry the error gives.
+                # Without --output the prepared folder exists only in `staging`: keep it for the retry the error gives.
                 keep_staging = out is None
                 raise
         return report

@@ -10,7 +10,7 @@ processes labelling into one cache never overwrite each other's chunks (they may
 later row wins on lookup). The folder loads as a Hugging Face dataset:
 ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
-Run: ``psp prepare label --corpus POOL --cache CACHE`` (`label_pool`).
+Run: ``psp prepare label --corpus POOL -o CACHE`` (`label_pool`).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class Bitext:
 
 def _require_file(path: Path, what: str) -> Path:
     if not path.is_file():
-        raise PSPInputError(f"{what}: expected data file {path} (set --data or {DATA_ENV}; see the data README)")
+        raise PSPInputError(f"{what}: expected data file {path} (set --data-dir or {DATA_ENV}; see the data README)")
     return path
 
 
@@ -146,7 +146,9 @@ def read_sts_year(data_dir: Path, task: str) -> list[PairSet]:
     folder_name, known = STS_YEARS[task]
     folder = Path(data_dir) / "sts" / "en" / folder_name
     if not folder.is_dir():
-        raise PSPInputError(f"{task}: expected data folder {folder} (set --data or {DATA_ENV}; see the data README)")
+        raise PSPInputError(
+            f"{task}: expected data folder {folder} (set --data-dir or {DATA_ENV}; see the data README)"
+        )
     present = {path.stem: path for path in folder.glob("*.tsv")}
     if not present:
         raise PSPInputError(f"{task}: no .tsv files in {folder}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,49 +282,10 @@ def save_converted(encoder, sp_model: str | os.PathLike, output_dir: str | os.Pa
     return output
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `psp convert-original`."""
-    parser.add_argument("--checkpoint", required=True, type=Path, help="checkpoint of the original code (.pt)")
-    parser.add_argument("--sp-model", required=True, type=Path, help="the sentencepiece model it was trained with")
-    parser.add_argument("-o", "--output", required=True, type=Path, help="psp model folder to write")
-    parser.add_argument(
-        "--side", default="first", choices=("first", "second"),
-        help="which table when the two languages have separate vocabularies (default: first)",
-    )  # fmt: skip
-    parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
-    parser.add_argument(
-        "--trust-pickle", action="store_true",
-        help="required: the original checkpoints are pickles, which can run code when read; pass this only for "
-        "files you trust (tensors are read with torch's restricted loader first)",
-    )  # fmt: skip
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run `psp convert-original`."""
-    output = Path(args.output)
-    if not args.trust_pickle:
-        # The refusal comes before anything is read or written (same message as load_original_checkpoint's).
-        load_original_checkpoint(args.checkpoint, trust_pickle=False)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not args.overwrite:
-        # Checked before the (slow) conversion too, so a typo costs nothing.
-        raise PSPInputError(f"--output {output}: exists and is not empty; pass --overwrite to replace it")
-    encoder, report = convert_original_checkpoint(
-        args.checkpoint, args.sp_model, side=args.side, trust_pickle=args.trust_pickle
-    )
-    save_converted(encoder, args.sp_model, output, overwrite=args.overwrite)
-    if not args.quiet:
-        print(report.summary(), file=sys.stderr)
-        print(f"wrote {output}: {encoder!r}", file=sys.stderr)
-    return 0
-
-
 __all__ = [
     "ORIGINAL_UNK",
     "ConversionReport",
-    "add_arguments",
     "convert_original_checkpoint",
     "load_original_checkpoint",
-    "run",
     "save_converted",
 ]

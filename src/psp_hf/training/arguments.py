@@ -230,7 +230,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
             "which weights become the final model: best dev score or the last step", choices=("best", "last")
         ),
     )
-    resume: bool = field(default=False, metadata=_arg("continue from the checkpoint in --output-dir"))
+    resume: bool = field(default=False, metadata=_arg("continue from the checkpoint in --output"))
     push_to_hub: str | None = field(default=None, metadata=_arg("upload the final folder to this Hub repo id"))
     private: bool = field(default=False, metadata=_arg("make the pushed Hub repo private"))
     threads: int = field(default=0, metadata=_arg("torch CPU threads per process (0: torch's default)"))
@@ -253,7 +253,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
                 "--distill-weight for distillation only)"
             )
         if not self.output_dir:
-            raise PSPInputError("--output-dir is required")
+            raise PSPInputError("-o/--output is required")
         from .finite import check_finite_arguments
 
         check_finite_arguments(self)
@@ -366,6 +366,8 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainingArguments)}
+# `--output-dir` (the field's name) before `-o/--output` became the flag of every psp command.
+OLD_OUTPUT_SPELLINGS = ("--output-dir", "--output_dir")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -375,6 +377,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="JSON or YAML file of settings (flags given on the command line win)")
     hints = typing.get_type_hints(TrainingArguments)
     for spec in dataclasses.fields(TrainingArguments):
+        if spec.name == "output_dir":
+            # `-o/--output` as in every psp command; the field's own spellings still parse (cli/train.py hides
+            # them from --help).
+            parser.add_argument(
+                "-o", "--output", *OLD_OUTPUT_SPELLINGS, dest="output_dir", default=None, metavar="OUTPUT",
+                help=spec.metadata["help"],
+            )  # fmt: skip
+            continue
+        if spec.name == "quiet":  # `-q/--quiet` as in every psp command
+            parser.add_argument("-q", "--quiet", action="store_true", default=None, help=spec.metadata["help"])
+            parser.add_argument("--no-quiet", action="store_false", dest="quiet", default=None, help="not --quiet")
+            continue
         resolved = copy.copy(spec)
         resolved.type = hints[spec.name]
         first = len(parser._actions)

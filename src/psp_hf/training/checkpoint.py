@@ -132,7 +132,7 @@ class CheckpointStore:
     def _broken(self, what: str) -> PSPInputError:
         return PSPInputError(
             f"--resume: the checkpoint in {self.training_dir} is unusable: {what}. Remove {self.training_dir} "
-            "to start afresh (or train into another --output-dir)"
+            "to start afresh (or train into another --output)"
         )
 
     def read_pointer(self) -> dict[str, Any]:

@@ -62,18 +62,18 @@ RESUME_FIXED = (
 def check_output_dir(output_dir: Path) -> None:
     """Refuse an output folder that cannot be written, before any work (creating nothing)."""
     if output_dir.exists() and not output_dir.is_dir():
-        raise PSPInputError(f"--output-dir {output_dir}: exists and is not a folder")
+        raise PSPInputError(f"--output {output_dir}: exists and is not a folder")
     existing = output_dir
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise PSPInputError(f"--output-dir {output_dir}: cannot write there ({existing} is not a folder)")
+        raise PSPInputError(f"--output {output_dir}: cannot write there ({existing} is not a folder)")
     probe = existing / f".write-test-{os.getpid()}"
     try:  # access() says yes to root on a read-only file system: try a real write
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise PSPInputError(f"--output-dir {output_dir}: cannot write there ({error.strerror or error})") from None
+        raise PSPInputError(f"--output {output_dir}: cannot write there ({error.strerror or error})") from None
 
 
 class RunSetup:
@@ -267,7 +267,7 @@ class RunSetup:
         return sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
 
     def _check_folder(self) -> bool:
-        """Check --output-dir and --resume against what is there, clear stale temporaries; True when resuming."""
+        """Check --output and --resume against what is there, clear stale temporaries; True when resuming."""
         args, store = self.args, self.checkpoints
         check_output_dir(self.output_dir)
         legacy = store.legacy()
@@ -281,7 +281,7 @@ class RunSetup:
         if not args.resume and (store.exists() or legacy is not None):
             found = store.pointer if store.exists() else legacy
             raise PSPInputError(
-                f"--output-dir {self.output_dir} already holds a training run ({found}); "
+                f"--output {self.output_dir} already holds a training run ({found}); "
                 "pass --resume to continue it or choose another --output-dir"
             )
         if args.resume:

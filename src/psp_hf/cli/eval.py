@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `psp eval` (also used by `eval.py`)."""
-    from .data import STS17_DEFAULT_PAIRS, STS17_FILES, TATOEBA_DEFAULT_LANGUAGES
-    from .tasks import ALL_TASKS, TASK_GROUPS
+    from ..evaluation.data import STS17_DEFAULT_PAIRS, STS17_FILES, TATOEBA_DEFAULT_LANGUAGES
+    from ..evaluation.tasks import ALL_TASKS, TASK_GROUPS
 
     parser.add_argument(
         "-m",
@@ -48,17 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TASK",
         help=f"tasks or groups (default: all). Tasks: {', '.join(ALL_TASKS)}. Groups: {', '.join(TASK_GROUPS)}",
     )
-    parser.add_argument(
-        "--data",
-        default=None,
-        metavar="DIR",
+    flags.add_data_dir(
+        parser,
         help="evaluation data folder (default: $PSP_DATA or ../shared/data). Every file read is checked against "
         "the folder's MANIFEST.tsv: a file whose sha256 differs is named in a warning on stderr, listed under "
         "data.modified_files in the JSON report and in the Markdown, and the run goes on",
     )
-    parser.add_argument(
-        "-o",
-        "--output",
+    flags.add_output(
+        parser,
         default=None,
         metavar="FILE.json",
         help="write the JSON report here, the Markdown tables beside it (.md) and the model card's model-index "
@@ -102,23 +101,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="cpu", help="device for sentence-transformers models (default: cpu; psp runs on cpu)"
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or per-task log lines")
+    flags.add_quiet(parser, "no progress bars or per-task log lines")
 
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate every --model on --tasks, print the Markdown tables, write the report files if asked."""
     from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
-    from .adapters import load_encoder
-    from .any_encoder import load_encoder_spec
-    from .report import build_report, markdown_report, write_outputs
-    from .tasks import evaluate_model, resolve_tasks
+    from ..evaluation.adapters import load_encoder
+    from ..evaluation.any_encoder import load_encoder_spec
+    from ..evaluation.report import build_report, markdown_report, write_outputs
+    from ..evaluation.tasks import evaluate_model, resolve_tasks
 
     # Check everything cheap before loading any model: a typo should not cost a model load.
     if not args.models and not args.encoders:
         raise PSPInputError("give at least one --model ID_OR_PATH or --encoder MODULE:NAME")
     tasks = resolve_tasks(args.tasks)
-    data_dir = existing_data_dir(args.data)
+    data_dir = existing_data_dir(args.data_dir)
     if args.tatoeba_margin_k < 0:
         raise PSPInputError(f"--tatoeba-margin-k must be 0 (off) or more, got {args.tatoeba_margin_k}")
     if args.batch_size is not None and args.batch_size < 1:
@@ -216,7 +215,7 @@ def save_elsewhere(report: dict) -> str:
     """
     import tempfile
 
-    from .report import report_json
+    from ..evaluation.report import report_json
 
     text = report_json(report)
     try:

@@ -1,8 +1,8 @@
 """The CLI reference (`docs/cli.md`), generated from the real `psp` parsers.
 
-    python -m psp_hf.cli_reference > docs/cli.md
+    python -m psp_hf.cli.reference > docs/cli.md
 
-Walks `psp` and every subcommand (the delegated ones included, each built as `psp_hf.cli.main` builds it) and their
+Walks `psp` and every command (each built as `psp_hf.cli.main` builds it) and their
 sub-subcommands recursively, writing each one's usage and options. `tests/test_docs.py` checks that the file in the
 repository equals this output, so a flag changed without regenerating fails the tests.
 
@@ -13,12 +13,12 @@ depend on the machine (the number of cores) are written as what they mean, not a
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 from collections.abc import Iterator
 
-from . import cli
+from . import COMMANDS, build_parser, command_parser
+from .flags import HelpFormatter
 
 # Wide enough for the long option lists, narrow enough to read on GitHub without scrolling much.
 WIDTH = 100
@@ -26,20 +26,11 @@ WIDTH = 100
 MACHINE_CORES = re.compile(r"the cores available, \d+\)")
 
 
-class _FixedWidthFormatter(argparse.HelpFormatter):
-    """argparse's formatter at a fixed width (it reads the terminal's width otherwise)."""
+class _FixedWidthFormatter(HelpFormatter):
+    """The psp help formatter (old spellings hidden) at a fixed width (it reads the terminal's width otherwise)."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=WIDTH, max_help_position=32)
-
-
-def _delegated_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of a delegated subcommand, built as `psp_hf.cli.main` builds it."""
-    module_name, help_text = cli.DELEGATED[name]
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"psp {name}", description=help_text)
-    module.add_arguments(parser)
-    return parser
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
@@ -49,8 +40,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, arg
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, child in action.choices.items():
-                if name in cli.DELEGATED and parser.prog == "psp":
-                    child = _delegated_parser(name)
+                if name in COMMANDS and parser.prog == "psp":
+                    child = command_parser(name)
                 yield name, helps.get(name, ""), child
 
 
@@ -76,10 +67,10 @@ def _sections(parser: argparse.ArgumentParser, level: int, summary: str) -> Iter
 
 def reference() -> str:
     """The whole reference as Markdown: `psp`, then each subcommand (and theirs) with usage and options."""
-    parser = cli.build_parser()
+    parser = build_parser()
     head = [
         "# CLI reference\n",
-        "Generated from the `psp` parsers by `python -m psp_hf.cli_reference > docs/cli.md`; do not edit by hand "
+        "Generated from the `psp` parsers by `python -m psp_hf.cli.reference > docs/cli.md`; do not edit by hand "
         "(`tests/test_docs.py` fails when this file and the parsers differ). The how-to pages explain the "
         "commands; this page lists every option.\n",
     ]

@@ -14,12 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+from . import flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `psp mine`."""
     parser.add_argument("source", help="embeddings: .npy file or psp embed-dataset output folder")
     parser.add_argument("--target", default=None, help="the other side (default: mine within SOURCE)")
-    parser.add_argument("-o", "--output", required=True, help="pairs as .parquet or .tsv (header), written atomically")
+    flags.add_output(parser, required=True, help="pairs as .parquet or .tsv (header), written atomically")
     parser.add_argument(
         "--mode",
         default="margin",
@@ -45,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "500000 vectors) (default: auto)",
     )
     parser.add_argument("--nprobe", type=int, default=32, help="lists searched by the approximate index (default: 32)")
-    parser.add_argument("--threads", type=int, default=None, help="Faiss threads (default: all cores)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    flags.add_threads(parser, "Faiss threads")
+    flags.add_quiet(parser, "no summary")
 
 
 def write_pairs(path: str | Path, columns: dict) -> None:
@@ -91,9 +93,9 @@ def _finite_rows(rows, embeddings, path) -> tuple:
 
 def run(args: argparse.Namespace) -> int:
     """Load both sets, search them with Faiss, score the pairs and write them."""
+    from ..corpus.mine import mine_margin, mine_threshold
+    from ..corpus.shards import load_embeddings
     from ..errors import PSPInputError
-    from .mine import mine_margin, mine_threshold
-    from .shards import load_embeddings
 
     k = args.k if args.k is not None else (4 if args.mode == "margin" else 10)
     if k < 1 or args.nprobe < 1:
@@ -110,10 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"{args.source} has {source.shape[1]}-d embeddings, {args.target} {target.shape[1]}-d")
     if len(source) < 2 and target is None or len(source) == 0 or target is not None and len(target) == 0:
         raise PSPInputError("nothing to mine: a set is empty (or one row mined against itself)")
-    if args.threads is not None:
-        from .mine import _faiss
+    from ..corpus.mine import _faiss
 
-        _faiss().omp_set_num_threads(args.threads)
+    _faiss().omp_set_num_threads(args.threads)
     if args.mode == "margin":
         src, tgt, cos, margin = mine_margin(source, target, k, args.retrieval, args.index, args.nprobe)
         if args.min_margin is not None:

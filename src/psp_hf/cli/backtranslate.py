@@ -1,9 +1,9 @@
 """`psp backtranslate`: paraphrase pairs from bitext by translating its source side into English.
 
-psp backtranslate cs-en.tsv.gz --src-lang cs --model Helsinki-NLP/opus-mt-cs-en --out data/bt-cs
-psp backtranslate cs-en.tsv.gz --src-lang cs --model M --out data/bt-cs --max-cost 1.5 --min-length 5 \\
+psp backtranslate cs-en.tsv.gz --src-lang cs -m Helsinki-NLP/opus-mt-cs-en -o data/bt-cs
+psp backtranslate cs-en.tsv.gz --src-lang cs -m M -o data/bt-cs --max-cost 1.5 --min-length 5 \\
     --max-overlap 0.5 --lm gpt2 --max-lm 6 --classifier --max-machine 0.9 --score-model psp-en --min-score 0.5
-psp prepare paraphrases data/bt-cs/pairs.tsv --out data/bt-cs-prepared   # then psp train as usual
+psp prepare paraphrases data/bt-cs/pairs.tsv -o data/bt-cs-prepared   # then psp train as usual
 
 Rerunning the same command after an interruption continues the translation where it stopped; rerunning a
 finished one with other bounds only refilters. Every bound is inclusive.
@@ -18,8 +18,9 @@ import os
 import sys
 from pathlib import Path
 
-from ..cli_types import positive_int
 from ..errors import PSPInputError
+from . import flags
+from .flags import positive_int
 
 # Measure name -> (flag stem, help text of the measure).
 _BOUNDED = {
@@ -33,21 +34,6 @@ _BOUNDED = {
 }
 
 
-def _columns(value: str) -> list:
-    parts = [part.strip() for part in value.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise argparse.ArgumentTypeError(f"--columns takes two columns like 1,2 or cs,en; got {value!r}")
-    columns: list = []
-    for part in parts:
-        if part.isdigit():
-            if int(part) < 1:
-                raise argparse.ArgumentTypeError(f"column numbers start at 1; got {value!r}")
-            columns.append(int(part) - 1)
-        else:
-            columns.append(part)
-    return columns
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `psp backtranslate`."""
     parser.description = (
@@ -57,13 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("bitext", metavar="BITEXT", help="TSV (.tsv, .tsv.gz): source sentence, English reference")
     parser.add_argument("--src-lang", required=True, help="language code of the source side (e.g. cs)")
-    parser.add_argument("--model", required=True, help="seq2seq translation model: folder or Hub id")
-    parser.add_argument("--out", help="output folder (resumed when it holds an interrupted run)")
+    flags.add_model(parser, help="seq2seq translation model: folder or Hub id")
+    flags.add_output(parser, help="output folder (resumed when it holds an interrupted run)")
     parser.add_argument("--push-to-hub", metavar="REPO", help="upload the folder as a Hub dataset repo")
     parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
     parser.add_argument("--overwrite", action="store_true", help="start over in a folder holding another run")
     parser.add_argument(
-        "--columns", type=_columns, default=None, help="source and English columns: numbers (1,2) or header names"
+        "--columns", type=flags.columns, default=None, help="source and English columns: numbers (1,2) or header names"
     )
     parser.add_argument("--header", choices=["auto", "yes", "no"], default="auto", help="is line 1 a header?")
     group = parser.add_argument_group("translation")
@@ -74,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-source-tokens", type=positive_int, default=512, help="longer sources are truncated")
     group.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     group.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None, help="model weights")
-    group.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    flags.add_threads(group, "torch CPU threads")
     group.add_argument(
         "--target-token",
         default=None,
@@ -92,12 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for stem, text in _BOUNDED.values():
         group.add_argument(f"--min-{stem}", type=float, default=None, help=f"lowest {text}")
         group.add_argument(f"--max-{stem}", type=float, default=None, help=f"highest {text}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    flags.add_quiet(parser)
     parser.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
 
 def _bounds(args: argparse.Namespace) -> list:
-    from .filters import Bound
+    from ..backtranslation.filters import Bound
 
     bounds = []
     for measure, (stem, _) in _BOUNDED.items():
@@ -112,8 +98,8 @@ def _bounds(args: argparse.Namespace) -> list:
 
 
 def _check_arguments(args: argparse.Namespace, bounds: list) -> None:
-    if not args.out and not args.push_to_hub:
-        raise PSPInputError("give --out DIR, --push-to-hub REPO, or both")
+    if not args.output and not args.push_to_hub:
+        raise PSPInputError("give --output DIR, --push-to-hub REPO, or both")
     if not Path(args.bitext).is_file():
         raise PSPInputError(f"{args.bitext}: no such file")
     if args.push_to_hub:
@@ -131,9 +117,9 @@ def _check_arguments(args: argparse.Namespace, bounds: list) -> None:
 
 
 def _work_folder(args: argparse.Namespace) -> Path:
-    """--out, or (push only) a cache folder named after the run, so a rerun resumes there too."""
-    if args.out:
-        return Path(args.out)
+    """--output, or (push only) a cache folder named after the run, so a rerun resumes there too."""
+    if args.output:
+        return Path(args.output)
     key = "\n".join([str(Path(args.bitext).resolve()), args.model, args.push_to_hub])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "psp-hf" / "backtranslate" / hashlib.sha1(key.encode()).hexdigest()[:16]
@@ -141,8 +127,8 @@ def _work_folder(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Translate (resuming), filter, write the report and card, and push when asked."""
-    from .card import write_card
-    from .pipeline import FilterSettings, TranslateSettings, filter_translations, translate_bitext
+    from ..backtranslation.card import write_card
+    from ..backtranslation.pipeline import FilterSettings, TranslateSettings, filter_translations, translate_bitext
 
     bounds = _bounds(args)
     _check_arguments(args, bounds)
@@ -179,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
 
     def make_translator():
-        from .translate import Translator
+        from ..backtranslation.translate import Translator
 
         return Translator(
             args.model,

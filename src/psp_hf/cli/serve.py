@@ -17,15 +17,9 @@ import sys
 from pathlib import Path
 
 from ..errors import PSPInputError
+from . import flags
 
 logger = logging.getLogger(__name__)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-inputs", type=int, default=2048, help="inputs per request (default: 2048)")
     parser.add_argument("--max-chars", type=int, default=8192, help="characters per input (default: 8192)")
-    parser.add_argument("--threads", type=int, default=_cores(), help=f"encode threads (default: {_cores()})")
+    flags.add_threads(parser, "encode threads")
     parser.add_argument(
         "--batch-wait-ms",
         type=float,
@@ -71,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "start-up) or a psp embed-dataset folder",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no start-up lines")
+    flags.add_quiet(parser, "no start-up lines")
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:
@@ -129,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(
             f"psp serve needs FastAPI and uvicorn ({error.name} is missing): pip install 'psp-hf[serve]'"
         ) from None
-    from .app import ServeConfig, create_app
-    from .requests import Limits
+    from ..serve.app import ServeConfig, create_app
+    from ..serve.requests import Limits
 
     counts = {"--max-inputs": args.max_inputs, "--max-chars": args.max_chars, "--threads": args.threads}
     for option, value in counts.items():
@@ -144,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     models = _load_models([args.model, *args.more_models])
     index = None
     if args.index is not None:
-        from .index import load_index
+        from ..serve.index import load_index
 
         index = load_index(args.index, next(iter(models.values())), num_threads=args.threads)
     config = ServeConfig(

@@ -7,8 +7,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..cli_types import fraction, positive_int
 from ..errors import PSPInputError
+from . import flags
+from .flags import fraction, positive_int
 
 
 def _names(value: str) -> list[str]:
@@ -25,31 +26,32 @@ def add_source_commands(sub) -> None:
         help="build the unlabelled English pool for distillation",
         description="Gather, clean and dedupe English text of the data folder and of installed registry "
         "packages (make registry-text), with every evaluation sentence removed; writes sentences.parquet, "
-        "sentences.txt and report.json into --out and prints the report.",
+        "sentences.txt and report.json into --output and prints the report.",
     )
-    pool.add_argument("--out", required=True, help="output folder (files replaced atomically)")
-    pool.add_argument("--data", default=None, help="shared data folder (default: $PSP_DATA or ../shared/data)")
+    flags.add_output(pool, required=True, help="output folder (files replaced atomically)")
+    flags.add_data_dir(pool)
     pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
+    flags.add_quiet(pool, "no report on stdout")
 
     label = sub.add_parser(
         "label",
         help="embed the pool with a teacher (resumable)",
-        description="Embed every pool sentence not yet in --cache with a sentence-transformers teacher; a killed "
-        "run continues from its last complete chunk.",
+        description="Embed every pool sentence not yet in the cache (--output) with a sentence-transformers "
+        "teacher; a killed run continues from its last complete chunk.",
     )
     label.add_argument(
         "--corpus",
         required=True,
         help="pool folder, parquet or txt from `psp prepare pool`, or a `psp prepare bitext` folder (its English side)",
     )
-    label.add_argument("--cache", required=True, help="cache folder (created; resumed when it exists)")
+    flags.add_output(label, old=("--cache",), required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument(
         "--teacher",
         default=None,
         help="sentence-transformers path or Hub id, or e5-small, use-multilingual, e5-small+use-multilingual "
         "(the multilingual teachers of the teachers extra; default: MiniLM)",
     )
-    label.add_argument("--threads", type=positive_int, default=1, help="CPU threads (default 1: the machine is shared)")
+    flags.add_threads(label, "CPU threads")
     label.add_argument(
         "--backend",
         choices=["onnx-int8", "onnx", "torch"],
@@ -66,6 +68,7 @@ def add_source_commands(sub) -> None:
     )
     label.add_argument("--device", default="cpu")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
+    flags.add_quiet(label, "no summary line")
 
     mine = sub.add_parser(
         "mine-pairs",
@@ -74,7 +77,7 @@ def add_source_commands(sub) -> None:
         "near-copies (trigram overlap >= --max-trigram-overlap), write a sentence1/sentence2/score TSV.",
     )
     mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
-    mine.add_argument("--out", required=True, help="pairs TSV to write (atomically)")
+    flags.add_output(mine, required=True, help="pairs TSV to write (atomically)")
     mine.add_argument("--threshold", type=fraction, default=0.8, help="minimum teacher cosine (default 0.8)")
     mine.add_argument(
         "--max-trigram-overlap",
@@ -83,25 +86,27 @@ def add_source_commands(sub) -> None:
         help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
     mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large pools")
+    flags.add_quiet(mine, "no summary line")
 
 
 def _run_pool(args: argparse.Namespace) -> int:
     import json
 
-    from .checks import check_output_folder
-    from .pool import build_pool
-    from .registry_text import registry_sources
+    from ..data.checks import check_output_folder
+    from ..data.pool import build_pool
+    from ..data.registry_text import registry_sources
 
-    check_output_folder(Path(args.out), overwrite=True, replaces=False)
-    result = build_pool(args.out, args.data, extra_sources=[] if args.no_registry else registry_sources())
-    print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    check_output_folder(Path(args.output), overwrite=True, replaces=False)
+    result = build_pool(args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources())
+    if not args.quiet:
+        print(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0
 
 
 def _run_label(args: argparse.Namespace) -> int:
+    from ..data.checks import check_output_folder
+    from ..data.teacher_labels import label_pool
     from ..devices import check_device
-    from .checks import check_output_folder
-    from .teacher_labels import label_pool
 
     check_device(args.device)
     corpus = Path(args.corpus)
@@ -109,11 +114,11 @@ def _run_label(args: argparse.Namespace) -> int:
     if bitext_english(corpus) is not None:
         return _label_bitext(args, corpus)
     if not pool_file.is_file():
-        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool --out {corpus}`)")
-    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
+        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool -o {corpus}`)")
+    check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
     count, total, seconds = label_pool(
         corpus,
-        args.cache,
+        args.output,
         teacher=args.teacher,
         threads=args.threads,
         chunk_size=args.chunk_size,
@@ -123,7 +128,8 @@ def _run_label(args: argparse.Namespace) -> int:
         backend=args.backend,
         max_sentences=args.max_sentences,
     )
-    print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
+    if not args.quiet:
+        print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0
 
 
@@ -132,18 +138,18 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     with a multilingual teacher both sides when `--bitext-targets auto` asks for them (same or both)."""
     import time
 
+    from ..data.checks import check_output_folder
+    from ..data.teacher_labels import TeacherCache, labelling_teacher, teacher_name
     from ..training.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
-    from .checks import check_output_folder
-    from .teacher_labels import TeacherCache, labelling_teacher, teacher_name
 
-    check_output_folder(Path(args.cache), overwrite=True, flag="--cache", replaces=False)
+    check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
     both = teacher_is_multilingual(args.teacher) and MULTILINGUAL_DEFAULT_TARGETS != "en"
     english = bitext_english(folder, other_side=both)
     if args.max_sentences is not None:
         english = english[: args.max_sentences]
-    teacher = labelling_teacher(args.teacher, args.backend, args.threads, Path(args.cache) / "onnx", args.device)
+    teacher = labelling_teacher(args.teacher, args.backend, args.threads, Path(args.output) / "onnx", args.device)
     started = time.perf_counter()
-    count = TeacherCache(args.cache).label(
+    count = TeacherCache(args.output).label(
         english,
         teacher,
         name=teacher_name(args.teacher),
@@ -154,7 +160,8 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     )
     seconds = time.perf_counter() - started
     side = "" if both else " English"
-    print(f"labelled {count} new{side} sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
+    if not args.quiet:
+        print(f"labelled {count} new{side} sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
     return 0
 
 
@@ -181,32 +188,33 @@ def bitext_english(folder: Path, other_side: bool = False) -> list[str] | None:
 
 
 def _run_mine_pairs(args: argparse.Namespace) -> int:
-    from .checks import check_output_file
-    from .mined_pairs import mine_cache
-    from .teacher_labels import CHUNK_GLOB
+    from ..data.checks import check_output_file
+    from ..data.mined_pairs import mine_cache
+    from ..data.teacher_labels import CHUNK_GLOB
 
     cache = Path(args.cache)
     if not cache.is_dir() or not any(cache.glob(CHUNK_GLOB)):
         raise PSPInputError(f"--cache {cache}: no teacher labels there (make them with `psp prepare label`)")
-    check_output_file(args.out)
+    check_output_file(args.output)
     mined, total = mine_cache(
-        cache, args.out, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
+        cache, args.output, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
     )
-    print(
-        f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
-        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.out}"
-    )
+    if not args.quiet:
+        print(
+            f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
+            f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.output}"
+        )
     return 0
 
 
 def _run_registry_bitext(args: argparse.Namespace) -> int:
-    from .checks import check_output_folder
-    from .registry_bitext import SOURCE_KINDS, prepare_registry_bitext
+    from ..data.checks import check_output_folder
+    from ..data.registry_bitext import SOURCE_KINDS, prepare_registry_bitext
 
-    check_output_folder(Path(args.out), args.overwrite)
+    check_output_folder(Path(args.output), args.overwrite)
     report = prepare_registry_bitext(
         args.lang,
-        args.out,
+        args.output,
         root=args.root,
         kinds=tuple(args.sources) if args.sources else SOURCE_KINDS,
         per_source_limit=args.per_source_limit,

@@ -1,8 +1,8 @@
 """`psp prepare bitext-sources|mono`: the data folder's X–English sources and monolingual text, chosen by name.
 
-    psp prepare bitext-sources --lang fr --sources default,python-docs=0.5 --out data/fr
-    psp prepare mono --lang fr --sources default --out data/fr-mono       # sentences.txt.gz + report.json
-    psp prepare mono --lang ar --sources saudinewsnet --non-commercial --out data/ar-mono
+    psp prepare bitext-sources --lang fr --sources default,python-docs=0.5 -o data/fr
+    psp prepare mono --lang fr --sources default -o data/fr-mono         # sentences.txt.gz + report.json
+    psp prepare mono --lang ar --sources saudinewsnet --non-commercial -o data/ar-mono
 
 The sources and their licences are in `language_sources.py`; `psp languages` uses the same ones.
 """
@@ -14,12 +14,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..cli_types import positive_int
+from . import flags
+from .flags import positive_int
 
 
 def add_language_commands(sub) -> None:
     """The sub-subcommands `bitext-sources` and `mono` of `psp prepare`."""
-    from .language_sources import BITEXT_SOURCES
+    from ..data.language_sources import BITEXT_SOURCES
 
     bitext = sub.add_parser(
         "bitext-sources",
@@ -37,7 +38,7 @@ def add_language_commands(sub) -> None:
         "mono",
         help="monolingual text of the data folder for a multilingual teacher",
         description="Gather the chosen unlabeled/<lang>/<source> sentences (evaluation and PUD sentences and "
-        "duplicates removed, at most --limit per source) into --out/sentences.txt.gz with report.json (sources, "
+        "duplicates removed, at most --limit per source) into --output/sentences.txt.gz with report.json (sources, "
         "licences, counts): psp train --mono-data reads it.",
     )
     mono.add_argument("--lang", required=True, help="the language (ar, de, es, fr, ru, tr, zh)")
@@ -45,35 +46,36 @@ def add_language_commands(sub) -> None:
     mono.add_argument("--limit", type=positive_int, default=50_000, help="sentences per source (50,000)")
     mono.add_argument("--non-commercial", action="store_true", help="allow non-commercial sources (ar: saudinewsnet)")
     for parser in (bitext, mono):
-        parser.add_argument("--out", required=True, help="output folder")
-        parser.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
-        parser.add_argument("--data", default=None, help="data folder (default: $PSP_DATA or ../shared/data)")
+        flags.add_output(parser, required=True, help="output folder")
+        parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
+        flags.add_data_dir(parser)
     bitext.add_argument("--vocab-size", type=positive_int, default=50_000)
-    bitext.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    flags.add_quiet(bitext, "no summary")
+    flags.add_quiet(mono, "no report on stdout")
 
 
 def _run_bitext_sources(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
+    from ..data.checks import check_output_folder
+    from ..data.language_sources import bitext_sources, source_licences, stage_bitext
+    from ..data.prepare import prepare_bitext
+    from ..data.registry_bitext import add_licences
     from ..data_folder import data_dir
     from ..errors import PSPInputError
-    from .checks import check_output_folder
-    from .language_sources import bitext_sources, source_licences, stage_bitext
-    from .prepare import prepare_bitext
-    from .registry_bitext import add_licences
 
-    check_output_folder(Path(args.out), args.overwrite)
+    check_output_folder(Path(args.output), args.overwrite)
     chosen = bitext_sources(args.lang, args.sources)
     if not chosen:
         raise PSPInputError(f"--sources {args.sources!r}: no bitext source for {args.lang}")
     staging = Path(tempfile.mkdtemp(prefix="psp-bitext-sources-"))
     try:
-        files = stage_bitext(chosen, data_dir(args.data), args.lang, staging)
+        files = stage_bitext(chosen, data_dir(args.data_dir), args.lang, staging)
         report = prepare_bitext(
             files,
             args.lang,
-            args.out,
+            args.output,
             overwrite=args.overwrite,
             vocab_size=args.vocab_size,
             command=shlex.join(["psp", *sys.argv[1:]]),
@@ -83,7 +85,7 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
     report["sources"] = source_licences(chosen, "data folder")
     add_licences(Path(report["path"]), report)
     if not args.quiet:
-        from .cli_sources import print_summary
+        from .prepare_sources import print_summary
 
         print_summary(report)
     return 0
@@ -92,17 +94,18 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
 def _run_mono(args: argparse.Namespace) -> int:
     import json
 
+    from ..data.checks import check_output_folder
+    from ..data.language_sources import mono_sources, prepare_mono
     from ..data_folder import data_dir
     from ..errors import PSPInputError
-    from .checks import check_output_folder
-    from .language_sources import mono_sources, prepare_mono
 
-    check_output_folder(Path(args.out), args.overwrite, replaces=False)
+    check_output_folder(Path(args.output), args.overwrite, replaces=False)
     chosen = mono_sources(args.lang, args.sources, args.non_commercial)
     if not chosen:
         raise PSPInputError(f"--sources {args.sources!r}: no monolingual source for {args.lang}")
-    report = prepare_mono(chosen, data_dir(args.data), args.lang, args.out, limit=args.limit)
-    print(json.dumps(report, indent=2, ensure_ascii=False))
+    report = prepare_mono(chosen, data_dir(args.data_dir), args.lang, args.output, limit=args.limit)
+    if not args.quiet:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
     return 0
 
 

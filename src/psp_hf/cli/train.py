@@ -16,18 +16,24 @@ from __future__ import annotations
 
 import argparse
 
+from . import flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `psp train` (one per `TrainingArguments` field, plus --config)."""
-    from .arguments import add_arguments as add_training_arguments
+    from ..training.arguments import OLD_OUTPUT_SPELLINGS
+    from ..training.arguments import add_arguments as add_training_arguments
 
     add_training_arguments(parser)
+    for action in parser._actions:  # the one list of an argparse parser's arguments
+        if action.dest == "output_dir":
+            setattr(action, flags.HIDDEN, OLD_OUTPUT_SPELLINGS)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train; returns the exit code (1 when the model was trained but the Hub push failed)."""
-    from .arguments import arguments_from_namespace
-    from .trainer import Trainer
+    from ..training.arguments import arguments_from_namespace
+    from ..training.trainer import Trainer
 
     trainer = Trainer(arguments_from_namespace(args))
     trainer.train()

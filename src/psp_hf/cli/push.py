@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PSPInputError
+from . import flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON file of the untrained (random) table's results, shown beside --eval-results",
     )  # fmt: skip
     card.add_argument("--training-info", type=Path, help="JSON file of the training run's settings for the card")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    flags.add_quiet(parser, "print nothing but errors")
 
 
 def _read_json(path: Path | None, option: str) -> dict | None:
@@ -139,8 +140,8 @@ def _describe_smaller(args: argparse.Namespace) -> str:
 
 def _smaller_copy(folder: Path, args: argparse.Namespace, target: Path):
     """The model saved smaller into `target` (the folder's card copied beside it); returns (encoder, target)."""
+    from ..hub.card import CARD_FILENAME
     from ..smaller_tables import check_table_options
-    from .card import CARD_FILENAME
 
     encoder = _load_encoder(folder)
     try:
@@ -154,7 +155,7 @@ def _smaller_copy(folder: Path, args: argparse.Namespace, target: Path):
 
 
 def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
-    from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
+    from ..hub.push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
 
     if not folder.is_dir():
         raise PSPInputError(f"MODEL_DIR {folder}: no such folder")
@@ -177,9 +178,9 @@ def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run `psp push`."""
+    from ..hub.card import CARD_FILENAME, LANGUAGES, render_model_card
+    from ..hub.push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
     from ..sentence_transformers_layout import write_sentence_transformers_files
-    from .card import CARD_FILENAME, LANGUAGES, render_model_card
-    from .push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
 
     folder = Path(args.model_dir)
     if args.repo_type == "dataset":

@@ -1,0 +1,66 @@
+"""`psp embed`: a file of sentences, one a line, into a .npy array (row i = line i + 1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import flags
+from .rows import Skipped, batches, progress
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `psp embed`."""
+    parser.add_argument("input", help="text file, one sentence a line (.gz ok; - reads stdin)")
+    flags.add_model(parser)
+    flags.add_output(parser, required=True, help="output .npy file (written atomically)")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    flags.add_threads(parser, "encode threads")
+    parser.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
+    flags.add_quiet(parser)
+    flags.add_skip_bad_lines(
+        parser, "skip lines that are not UTF-8 or have the wrong number of columns (reported on stderr)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Embed args.input into args.output, batch by batch; a skipped line is a row of NaN."""
+    import numpy as np
+
+    from .. import load
+    from ..io import NpyRowWriter, atomic_path, check_input, check_output, decode_line, iter_raw_lines
+    from ..pooling import prepare_bulk
+
+    flags.check_batch_size(args.batch_size)
+    check_input(args.input)
+    check_output(args.output)
+    model = load(args.model)
+    lines = (
+        (number, lambda n=number, r=raw: decode_line(args.input, n, r)) for number, raw in iter_raw_lines(args.input)
+    )
+    skipped = Skipped()
+    bar = progress(args, "line")
+    with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
+        # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN.
+        # Several batches a read, so that --threads threads each have batches to encode.
+        for batch in batches(lines, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped):
+            prepare_bulk(writer.rows + len(batch))
+            good = [text for text in batch if text is not None]
+            embeddings = model.encode(
+                good, batch_size=args.batch_size, normalize_embeddings=args.normalize, num_threads=args.threads
+            )
+            if len(good) < len(batch):
+                block = np.full((len(batch), model.dim), np.nan, dtype=np.float32)
+                block[[text is not None for text in batch]] = embeddings
+                embeddings = block
+            writer.write(embeddings)
+            if bar is not None:
+                bar.update(len(batch))
+        n_rows = writer.rows
+    if bar is not None:
+        bar.close()
+    if skipped.count:
+        print(skipped.summary(args.input) + " (their rows are NaN)", file=sys.stderr)
+    if not args.quiet:
+        print(f"wrote {args.output}: {n_rows} x {model.dim} float32 (row i = line i + 1)", file=sys.stderr)
+    return 0

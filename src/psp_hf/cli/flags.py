@@ -1,0 +1,142 @@
+"""The flags shared by the `psp` commands: one spelling, one meaning and one default for each idea.
+
+- `-m/--model`: the model a command reads.      - `-o/--output`: what a command writes (file or folder).
+- `--data`: training data only.                 - `--data-dir`: the data folder (default $PSP_DATA).
+- `--threads`: threads, default the cores available; `--num-proc` only where it means processes.
+- `--columns`: two columns, 1-based numbers or header names, parsed by `columns` here.
+- `-q/--quiet`: on every command.
+
+Spellings of earlier versions (`--out`, `--output-dir`, `--cache` for an output, `--data` for the data folder) still
+parse, as hidden aliases of the same argument: `add` registers them with the argument, and `HelpFormatter` leaves
+them out of `--help`, so the help shows one vocabulary while every old command line keeps working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import PSPInputError
+
+# The attribute of an argparse action that holds its hidden (old) option strings.
+HIDDEN = "psp_hidden_aliases"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, leaving out the old spellings an argument still accepts."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        hidden = getattr(action, HIDDEN, ())
+        if not hidden:
+            return super()._format_action_invocation(action)
+        shown = [option for option in action.option_strings if option not in hidden]
+        # Format a copy, so that parsing (which reads option_strings) still knows the old spellings.
+        copy = argparse.Action(shown, action.dest, nargs=action.nargs, choices=action.choices, metavar=action.metavar)
+        return super()._format_action_invocation(copy)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help hides old spellings; subcommands' parsers are built with this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def add(parser: Any, *options: str, old: Sequence[str] = (), **kwargs: Any) -> argparse.Action:
+    """`parser.add_argument(*options, **kwargs)`, also accepting the `old` spellings, which help does not show.
+
+    The first long option names the argument (its `dest`), so the old spellings fill the same attribute."""
+    action = parser.add_argument(*options, *old, **kwargs)
+    setattr(action, HIDDEN, tuple(old))
+    return action
+
+
+def cores_available() -> int:
+    """The cores this process may run on (the default of every `--threads`)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def positive_int(value: str) -> int:
+    """An argparse `type=` for counts and sizes: an integer of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return number
+
+
+def fraction(value: str) -> float:
+    """An argparse `type=` for a similarity bound: a number in [-1, 1]."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not -1.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between -1 and 1, got {value}")
+    return number
+
+
+def columns(value: str) -> list[int | str]:
+    """The one `--columns` type: two columns, each a 1-based number (made 0-based) or a header name."""
+    from ..data.readers import parse_column
+
+    parts = value.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"--columns takes two columns like 2,3 or sentence1,sentence2; got {value!r}")
+    try:
+        return [parse_column(part) for part in parts]
+    except PSPInputError as error:
+        raise argparse.ArgumentTypeError(f"--columns {value!r}: {error}") from None
+
+
+def add_model(parser: Any, help: str = "model folder or Hugging Face Hub repo id", **kwargs: Any) -> argparse.Action:
+    """`-m/--model`: the model the command reads."""
+    kwargs.setdefault("required", True)
+    return add(parser, "-m", "--model", help=help, **kwargs)
+
+
+def add_output(parser: Any, help: str, old: Sequence[str] = ("--out",), **kwargs: Any) -> argparse.Action:
+    """`-o/--output`: what the command writes; `old` are the spellings earlier versions used."""
+    return add(parser, "-o", "--output", old=[option for option in old if option != "-o"], help=help, **kwargs)
+
+
+def add_data_dir(parser: Any, help: str = "data folder (default: $PSP_DATA or ../shared/data)") -> argparse.Action:
+    """`--data-dir`: the data folder (`--data` in earlier versions)."""
+    return add(parser, "--data-dir", old=("--data",), default=None, metavar="DIR", help=help)
+
+
+def add_threads(parser: Any, what: str = "threads") -> argparse.Action:
+    """`--threads`: one default everywhere, the cores available."""
+    cores = cores_available()
+    return parser.add_argument(
+        "--threads", type=positive_int, default=cores, help=f"{what} (default: the cores available, {cores})"
+    )
+
+
+def add_columns(parser: Any, help: str) -> argparse.Action:
+    """`--columns`: two columns, 1-based numbers or header names."""
+    return parser.add_argument("--columns", type=columns, default=None, metavar="A,B", help=help)
+
+
+def add_quiet(parser: Any, help: str = "no progress bar or summary") -> argparse.Action:
+    """`-q/--quiet`."""
+    return parser.add_argument("-q", "--quiet", action="store_true", help=help)
+
+
+def add_skip_bad_lines(parser: Any, help: str) -> argparse.Action:
+    """`--skip-bad-lines`: report and skip a bad line instead of stopping at it."""
+    return parser.add_argument("--skip-bad-lines", action="store_true", help=help)
+
+
+def check_batch_size(value: int) -> None:
+    """A clear error for a batch size below 1."""
+    if value < 1:
+        raise PSPInputError(f"--batch-size must be at least 1, got {value}")

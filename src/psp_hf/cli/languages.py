@@ -1,0 +1,160 @@
+"""`psp languages`: the X-English models end to end (the pipeline is `psp_hf.languages`; these are its flags)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..data.language_sources import BITEXT_SOURCES
+from ..data_folder import data_dir
+from ..errors import PSPInputError
+from ..languages import (
+    ENGLISH_TASKS,
+    LANGUAGES,
+    REGISTRY_SOURCES,
+    Settings,
+    build_language,
+    summary_markdown,
+    write_summary,
+)
+from ..languages_data import check_data
+from ..training.multilingual import BITEXT_TARGETS, MULTILINGUAL_DEFAULT_MONO, MULTILINGUAL_DEFAULT_TARGETS
+from . import flags
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `psp languages`."""
+    parser.add_argument("--langs", default=",".join(LANGUAGES), help="comma-separated languages (default: all 7)")
+    flags.add_output(parser, default=".cache/languages", help="output folder (default .cache/languages)")
+    flags.add_data_dir(parser)
+    parser.add_argument(
+        "--teacher",
+        default="default",
+        help="teacher: folder, Hub id, e5-small, use-multilingual, e5-small+use-multilingual (default MiniLM)",
+    )
+    parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
+    parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
+    parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--vocab-size", type=int, default=50_000)
+    parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
+    parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
+    parser.add_argument(
+        "--registry-limit",
+        type=int,
+        default=50_000,
+        help="pairs per registry source, sampled evenly from a larger one (50,000)",
+    )
+    parser.add_argument(
+        "--registry-sources",
+        default=",".join(REGISTRY_SOURCES),
+        help=f"which registry sources, comma-separated (default: all of {', '.join(REGISTRY_SOURCES)})",
+    )
+    parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
+    flags.add_threads(parser, "torch threads")
+    parser.add_argument(
+        "--margin-only",
+        action="store_true",
+        help="the baseline: train with P-SP's cross-lingual margin loss alone (no teacher, nothing labelled)",
+    )
+    parser.add_argument(
+        "--init-rows-from",
+        default=None,
+        metavar="MODEL",
+        help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
+        "language's start from it, and the width is its own (--dim is then ignored)",
+    )
+    _add_data_arguments(parser)
+    parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
+    flags.add_quiet(parser, "no effect (each step reports on stderr)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the pipeline for every language of --langs; print the summary table."""
+    import shlex
+
+    languages = [code.strip() for code in args.langs.split(",") if code.strip()]
+    unknown = [code for code in languages if code not in LANGUAGES]
+    if unknown:
+        raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(LANGUAGES)})")
+    kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
+    if not kinds or set(kinds) - set(REGISTRY_SOURCES):
+        known = ", ".join(REGISTRY_SOURCES)
+        raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
+    if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
+        raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
+    out = Path(args.output)
+    settings = Settings(
+        out=out,
+        data=data_dir(args.data_dir),
+        teacher=args.teacher,
+        teacher_cache=Path(args.teacher_cache) if args.teacher_cache else out / "teacher-cache",
+        minutes=args.minutes,
+        epochs=args.epochs,
+        dim=args.dim,
+        vocab_size=args.vocab_size,
+        limit=args.limit,
+        registry=args.registry,
+        registry_limit=args.registry_limit,
+        registry_sources=kinds,
+        tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
+        threads=args.threads,
+        extra=tuple(shlex.split(args.train_args)),
+        margin_only=args.margin_only,
+        init_rows_from=args.init_rows_from,
+        sources=args.sources,
+        mono_sources=args.mono_sources,
+        mono_limit=args.mono_limit,
+        non_commercial=args.non_commercial,
+        bitext_targets=args.bitext_targets,
+        mono_weight=args.mono_weight,
+        mono_batch_size=args.mono_batch_size,
+        dev=args.dev,
+    )
+    for code in languages:  # a wrong source name or a missing dev set fails before any work
+        check_data(code, settings)
+    rows = [build_language(code, settings) for code in languages]
+    write_summary(out, rows)
+    print(summary_markdown(rows))
+    return 0
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data and multilingual-teacher flags of `psp languages`."""
+    parser.add_argument(
+        "--sources",
+        default="default",
+        help="bitext sources of the data folder by name, NAME or NAME=FRACTION, comma-separated: 'default' (multi30k, "
+        "multi30k-nllb, wmt-news), 'all', or names of " + ", ".join(BITEXT_SOURCES) + " (default: default)",
+    )
+    parser.add_argument(
+        "--mono-sources",
+        default="auto",
+        help="monolingual text by name (unlabeled/<lang>/<name>), as --sources: 'default' (every source of the "
+        "language that is not non-commercial), 'all', 'none', names; auto: "
+        f"{MULTILINGUAL_DEFAULT_MONO} with a multilingual teacher (measured), none with an English-only one",
+    )
+    parser.add_argument(
+        "--mono-limit", type=int, default=50_000, help="sentences per monolingual source, drawn evenly (50,000)"
+    )
+    parser.add_argument(
+        "--non-commercial",
+        action="store_true",
+        help="allow non-commercial sources (ar: saudinewsnet, CC BY-NC-SA 4.0); the model card then says so",
+    )
+    parser.add_argument(
+        "--bitext-targets",
+        default="auto",
+        choices=BITEXT_TARGETS,
+        help="psp train --bitext-targets: en, same, both; auto: en for an English-only teacher, "
+        f"{MULTILINGUAL_DEFAULT_TARGETS} for a multilingual one",
+    )
+    parser.add_argument("--mono-weight", type=float, default=1.0, help="psp train --mono-weight (1)")
+    parser.add_argument("--mono-batch-size", type=int, default=128, help="psp train --mono-batch-size (128)")
+    parser.add_argument(
+        "--dev",
+        default="pud",
+        choices=("pud", "bitext"),
+        help="dev set that chooses checkpoints: pud (mining accuracy on the PUD pairs, never trained on) or bitext "
+        "(pairs held back from the training bitext) (default: pud)",
+    )
