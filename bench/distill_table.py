@@ -191,7 +191,7 @@ def make_model2vec(output: str | os.PathLike, teacher: str | os.PathLike | None 
             "making the model2vec row needs model2vec's distill extra: pip install 'model2vec[distill]' "
             f"(it adds skeletoken and pins transformers below 5.4, so a separate venv may be needed): {error}"
         ) from None
-    from psp_hf.data.teacher_labels import default_teacher_path
+    from psp_hf.teachers.labels import default_teacher_path
 
     source = os.fspath(teacher) if teacher else os.fspath(default_teacher_path())
     model = distill(model_name=source, pca_dims=pca_dims)

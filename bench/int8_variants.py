@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnx
 
-    from psp_hf.data.onnx_teacher import OnnxTeacher, _quantize, _teacher_parts, first_feed_forward_output
     from psp_hf.data.pool import read_corpus
-    from psp_hf.data.teacher_labels import load_teacher, teacher_name
+    from psp_hf.teachers.labels import load_teacher, teacher_name
+    from psp_hf.teachers.onnx import OnnxTeacher, _quantize, _teacher_parts, first_feed_forward_output
 
     sentences = sorted(read_corpus(args.pool)[: args.sentences], key=lambda s: (len(s), s))
     teacher = load_teacher()

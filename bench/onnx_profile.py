@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from teacher import multilingual_sample
 
-    from psp_hf.data.onnx_teacher import OnnxTeacher, _export, _quantize, _teacher_parts
-    from psp_hf.data.teacher_labels import load_teacher
+    from psp_hf.teachers.labels import load_teacher
+    from psp_hf.teachers.onnx import OnnxTeacher, _export, _quantize, _teacher_parts
 
     torch.set_num_threads(1)
     out = Path(args.out)

@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
 
-    from psp_hf.data.onnx_teacher import OnnxTeacher
     from psp_hf.data.pool import read_corpus
-    from psp_hf.data.teacher_labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
     from psp_hf.errors import PSPInputError
+    from psp_hf.teachers.labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
+    from psp_hf.teachers.onnx import OnnxTeacher
 
     sentences = read_corpus(args.pool)[: args.sentences] if args.pool else multilingual_sample(args.multilingual)
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).

@@ -100,11 +100,11 @@ def test_train_warns_when_its_own_vocabulary_is_smaller_than_asked(tmp_path, tra
 
 def test_label_takes_the_english_side_of_a_prepared_bitext_folder(prepared, tmp_path, monkeypatch):
     from psp_hf.cli.prepare_sources import bitext_english
-    from psp_hf.data.teacher_labels import TeacherCache
+    from psp_hf.teachers.labels import TeacherCache
 
     english = bitext_english(prepared)
     assert english and all(" " in s and not s.endswith("o") for s in english[:20])
-    monkeypatch.setattr("psp_hf.data.teacher_labels.load_teacher", lambda name, device="cpu": WordTeacher())
+    monkeypatch.setattr("psp_hf.teachers.labels.load_teacher", lambda name, device="cpu": WordTeacher())
     from psp_hf.cli import main
 
     assert main(

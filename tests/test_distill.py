@@ -23,10 +23,10 @@ from psp_hf.data.pool import (
     write_corpus,
 )
 from psp_hf.data.registry_text import dictd_texts, fortune_texts, wordnet_glosses
-from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
 from psp_hf.initialization import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
 from psp_hf.piece_weights import piece_counts, sif_weights, with_piece_weights
+from psp_hf.teachers.labels import TeacherCache
 
 DIM = 16
 
@@ -329,7 +329,7 @@ def test_tokenized_pool_batch_equals_direct_tokenization(tiny_tokenizer):
 
 
 def test_pool_weights_repeat_or_thin_each_source(tmp_path):
-    from psp_hf.data.teacher_labels import record_provenance
+    from psp_hf.teachers.labels import record_provenance
     from psp_hf.training.distill import TeacherPool, parse_pool_weights
 
     news = [f"news sentence number {i} about the markets" for i in range(40)]

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from psp_hf.cli import main as psp
-from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
+from psp_hf.teachers.labels import TeacherCache
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORD_LIST = (
@@ -69,7 +69,7 @@ def toy(tmp_path_factory) -> dict:
 
 # ----------------------------------------------------------------------------------------------- psp prepare
 def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
-    import psp_hf.data.teacher_labels as teacher_module
+    import psp_hf.teachers.labels as teacher_module
     from psp_hf.training.distill import TeacherPool
 
     monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
@@ -108,7 +108,7 @@ def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
 
 
 def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys, monkeypatch):
-    import psp_hf.data.teacher_labels as teacher_module
+    import psp_hf.teachers.labels as teacher_module
 
     monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
     a_file = tmp_path / "file.txt"

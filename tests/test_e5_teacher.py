@@ -184,7 +184,7 @@ def test_cli_converts_and_reports_bad_files_in_one_line(tiny, tmp_path, capsys):
 def test_the_folder_labels_as_a_teacher_folder(tiny, tmp_path, backend):
     from sentence_transformers import SentenceTransformer
 
-    from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher
+    from psp_hf.teachers.labels import TeacherCache, labelling_teacher
 
     folder = tiny[1]
     teacher = labelling_teacher(str(folder), backend, 1, tmp_path / "onnx")

@@ -147,9 +147,9 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
     from test_multilingual_distill import MultilingualWordTeacher
 
-    from psp_hf.data.teacher_labels import TeacherCache
     from psp_hf.languages import Settings, _label, _prepare, _train, train_arguments
     from psp_hf.languages_data import card_training_text, mono_selection
+    from psp_hf.teachers.labels import TeacherCache
     from psp_hf.training.multilingual import MULTILINGUAL_DEFAULT_MONO
 
     pairs = make_bitext(tmp_path / "pairs.tsv", 300)
@@ -158,7 +158,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     cache = tmp_path / "cache"
     TeacherCache(cache).label(["unused"], MultilingualWordTeacher(), name="fake-multilingual")
     teacher = MultilingualWordTeacher()
-    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: teacher)
+    monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: teacher)
     settings = Settings(
         out=tmp_path / "out", data=data, teacher="fake-multilingual", teacher_cache=cache, dim=8, vocab_size=100,
         registry=False, epochs=1, extra=("--max-steps", "4", "--batch-size", "16", "--threads", "1"),
@@ -175,7 +175,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     arguments = train_arguments("de", folder, settings)
     assert arguments[arguments.index("--dev-bitext") + 1] == str(data / DEV_SOURCE.pattern.format(xx="de"))
     assert arguments[arguments.index("--bitext-targets") + 1] == "both" and "--mono-data" in arguments
-    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
+    monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
     assert _train("de", folder, settings)["steps"] == 4
     text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
     assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text

@@ -24,7 +24,7 @@ CLI = "import sys; from psp_hf.cli import main; sys.exit(main(sys.argv[1:]))"
 def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     if not DATA.is_dir():
         pytest.skip(f"real data not found at {DATA} (set PSP_DATA)")
-    from psp_hf.data.teacher_labels import TeacherCache
+    from psp_hf.teachers.labels import TeacherCache
 
     # A data folder with the real evaluation sets and tiny German bitext in the places the recipe reads.
     data = tmp_path / "data"

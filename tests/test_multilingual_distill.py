@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
+from psp_hf.teachers.labels import TeacherCache
 from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.bitext_teacher import BitextTeacher
 from psp_hf.training.distillation_loss import bitext_distill_loss, pair_distill_loss
@@ -159,7 +159,7 @@ def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(
     # The cache already holds the English sides: only the other sides and the monolingual text are labelled now.
     TeacherCache(tmp_path / "cache").label([b for _, b in pairs], MultilingualWordTeacher(), name=NAME)
     teacher = MultilingualWordTeacher()
-    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: teacher)
+    monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: teacher)
     mono_file = str(tmp_path / "mono.txt")
     args = _settings(tmp_path, "run", mono_data=[mono_file], dev_bitext=str(dev), mono_weight=2, bitext_targets="both")
     folder = Trainer(args).train()
@@ -176,7 +176,7 @@ def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(
     assert "monolingual sentences labelled by the teacher" in card
     assert "| bitext distillation targets (en: teacher(English side); same: each side's own; both) | both |" in card
     # A second run over the same cache labels nothing.
-    monkeypatch.setattr("psp_hf.data.teacher_labels.labelling_teacher", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: 1 / 0)
     again = _settings(tmp_path, "again", mono_data=[mono_file], dev_bitext=str(dev), max_steps=3, bitext_targets="same")
     Trainer(again).train()
 

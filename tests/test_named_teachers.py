@@ -10,8 +10,8 @@ import pytest
 from e5_tiny import HIDDEN, write_tiny_e5
 
 from psp_hf.cli import main
-from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher, load_teacher
 from psp_hf.errors import PSPInputError
+from psp_hf.teachers.labels import TeacherCache, labelling_teacher, load_teacher
 from psp_hf.teachers.named import E5, E5_USE, USE, CombinedTeacher, UseTeacher
 
 SENTENCES = [

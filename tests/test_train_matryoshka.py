@@ -186,7 +186,7 @@ def test_prefix_only_weights_train_only_the_prefix_columns(tmp_path, tokenizer):
 
 
 def test_matryoshka_with_distillation_through_a_projection(tmp_path, tokenizer):
-    from psp_hf.data.teacher_labels import TeacherCache
+    from psp_hf.teachers.labels import TeacherCache
 
     rng = np.random.default_rng(0)
     vectors = {word: rng.standard_normal(12) for word in WORDS}

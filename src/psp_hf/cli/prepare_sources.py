@@ -105,8 +105,8 @@ def _run_pool(args: argparse.Namespace) -> int:
 
 def _run_label(args: argparse.Namespace) -> int:
     from ..data.checks import check_output_folder
-    from ..data.teacher_labels import label_pool
     from ..devices import check_device
+    from ..teachers.labels import label_pool
 
     check_device(args.device)
     corpus = Path(args.corpus)
@@ -139,7 +139,7 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     import time
 
     from ..data.checks import check_output_folder
-    from ..data.teacher_labels import TeacherCache, labelling_teacher, teacher_name
+    from ..teachers.labels import TeacherCache, labelling_teacher, teacher_name
     from ..training.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
 
     check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
@@ -190,7 +190,7 @@ def bitext_english(folder: Path, other_side: bool = False) -> list[str] | None:
 def _run_mine_pairs(args: argparse.Namespace) -> int:
     from ..data.checks import check_output_file
     from ..data.mined_pairs import mine_cache
-    from ..data.teacher_labels import CHUNK_GLOB
+    from ..teachers.labels import CHUNK_GLOB
 
     cache = Path(args.cache)
     if not cache.is_dir() or not any(cache.glob(CHUNK_GLOB)):

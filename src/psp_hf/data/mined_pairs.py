@@ -164,7 +164,7 @@ def mine_cache(
 
     Returns the mined pairs and the number of sentences searched.
     """
-    from .teacher_labels import TeacherCache
+    from ..teachers.labels import TeacherCache
 
     sentences, embeddings = TeacherCache(cache).load()
     mined = mine_pairs(

@@ -55,7 +55,7 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
     """A `SentenceTransformer` from a local folder or a Hub id; None, or the default teacher's name as a cache
     records it, means the packaged all-MiniLM-L6-v2 (no Hub access); a name of `psp_hf.teachers.named`
     (e5-small, use-multilingual, e5-small+use-multilingual) loads that teacher."""
-    from ..teachers.named import is_named
+    from .named import is_named
 
     if is_named(name_or_path):
         return load_named(os.fspath(name_or_path), device=device)
@@ -81,8 +81,8 @@ def labelling_teacher(
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
     ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
     recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
-    from ..teachers.named import USE_BACKEND, is_named
-    from .onnx_teacher import BACKENDS, OnnxTeacher
+    from .named import USE_BACKEND, is_named
+    from .onnx import BACKENDS, OnnxTeacher
 
     named = is_named(name_or_path)
     # A cache of use-multilingual labels records "numpy" (its one backend); resuming it passes that back here.
@@ -105,7 +105,7 @@ def labelling_teacher(
 
 def load_named(name: str, device: str = "cpu"):
     """A teacher of `psp_hf.teachers.named` as it is (e5 as a `SentenceTransformer`), for uses other than labelling."""
-    from ..teachers.named import E5, USE, CombinedTeacher, UseTeacher, e5_folder
+    from .named import E5, USE, CombinedTeacher, UseTeacher, e5_folder
 
     if name == E5:
         return load_teacher(e5_folder(), device=device)
@@ -116,7 +116,7 @@ def load_named(name: str, device: str = "cpu"):
 
 def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"):
     """A teacher of `psp_hf.teachers.named` as labelling runs it (see `labelling_teacher`)."""
-    from ..teachers.named import E5, USE, USE_BACKEND, CombinedTeacher, UseTeacher, e5_folder
+    from .named import E5, USE, USE_BACKEND, CombinedTeacher, UseTeacher, e5_folder
 
     if name == USE:
         return UseTeacher(threads)
@@ -210,7 +210,7 @@ class TeacherCache:
 
     # ------------------------------------------------------------------------------------------ writing
     def check_meta(self, name: str, dim: int | None, backend: str) -> None:
-        from ..teachers.named import recorded_backend
+        from .named import recorded_backend
 
         backend = recorded_backend(name, backend)
         meta = self.meta()
@@ -227,7 +227,7 @@ class TeacherCache:
             )
 
     def _write_meta(self, name: str, dim: int, backend: str) -> None:
-        from ..teachers.named import recorded_backend
+        from .named import recorded_backend
 
         meta = {"teacher": name, "dim": dim, "dtype": "float16", "backend": recorded_backend(name, backend)}
         with atomic_path(self.directory / META_FILE) as tmp:
@@ -315,7 +315,7 @@ def label_pool(
     `labelling_teacher`; `max_sentences`: label only the pool's first N sentences (the pool is shuffled, so a
     prefix is a sample of every source, and a larger N later labels only what is new).
     """
-    from .pool import read_corpus
+    from ..data.pool import read_corpus
 
     sentences = read_corpus(corpus)
     if max_sentences is not None:

@@ -85,7 +85,7 @@ def mining_accuracy(encoder, pairs: Sequence[tuple[str, str]], batch_size: int =
 
 def _teacher_lowercases(name: str | None) -> bool:
     """Whether the teacher's tokenizer lowercases (read from its local folder; unknown counts as no)."""
-    from ..data.teacher_labels import default_teacher_path, teacher_name
+    from ..teachers.labels import default_teacher_path, teacher_name
 
     try:
         path = default_teacher_path() if name in (None, teacher_name(None)) else Path(name)
@@ -148,7 +148,7 @@ class BitextTeacher:
         `teacher`: a sentence-transformers path or Hub id, 'default' (all-MiniLM-L6-v2), or None for the teacher
         the cache names. `load` loads a teacher by name (default `labelling_teacher`; tests pass a fake).
         """
-        from ..data.teacher_labels import TeacherCache, labelling_teacher, teacher_name
+        from ..teachers.labels import TeacherCache, labelling_teacher, teacher_name
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta() or {}

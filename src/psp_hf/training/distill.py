@@ -1,6 +1,6 @@
 """The teacher side of training: the cached pool as a stream of (sentence, teacher vector) batches.
 
-`TeacherPool` reads a `psp_hf.data.teacher_labels.TeacherCache` once: the sentences, and their teacher vectors kept
+`TeacherPool` reads a `psp_hf.teachers.labels.TeacherCache` once: the sentences, and their teacher vectors kept
 as float16 (384-d MiniLM labels of 430k sentences take 330 MB). For the distillation loss the sentences are
 tokenized once into flat arrays, and a batch is gathered from them with numpy indexing. Each epoch of the pool is
 a seeded permutation (seed, epoch); with several processes every process takes an equal share of it (rank
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.teacher_labels import CORPUS_REPORT
 from ..errors import PSPInputError
+from ..teachers.labels import CORPUS_REPORT
 
 
 @dataclass
@@ -121,7 +121,7 @@ class TeacherPool:
         world_size: int = 1,
         weights: dict[str, float] | None = None,
     ):
-        from ..data.teacher_labels import TeacherCache
+        from ..teachers.labels import TeacherCache
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta()

@@ -139,8 +139,8 @@ def initialise(
         table = initial_model(args.init_from).weights()[0]
         set_table(encoder, table[: encoder.model.config.vocab_size])
     elif args.init == "teacher":
-        from ..data.teacher_labels import default_teacher_path, load_teacher
         from ..initialization import set_table, teacher_table
+        from ..teachers.labels import default_teacher_path, load_teacher
 
         name = args.teacher_model or pool_teacher
         say(f"initialising the table from teacher {name or default_teacher_path()}")

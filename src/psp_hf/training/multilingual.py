@@ -92,7 +92,7 @@ def teacher_is_multilingual(name: str | None) -> bool:
 
 def run_teacher_name(args) -> str | None:
     """The teacher of a run: `--teacher` ('default': all-MiniLM-L6-v2), else the one its cache names."""
-    from ..data.teacher_labels import TeacherCache, teacher_name
+    from ..teachers.labels import TeacherCache, teacher_name
 
     if args.teacher not in (None, "default"):
         return teacher_name(args.teacher)
