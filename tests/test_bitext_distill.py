@@ -15,7 +15,7 @@ from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
 from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.bitext_teacher import BitextTeacher, mining_accuracy, pair_key, scan_bitext
-from psp_hf.training.distillation_loss import pair_distill_loss
+from psp_hf.training.losses.distillation import pair_distill_loss
 
 WORDS = [
     "man",

@@ -16,7 +16,7 @@ from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
 from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.bitext_teacher import BitextTeacher
-from psp_hf.training.distillation_loss import bitext_distill_loss, pair_distill_loss
+from psp_hf.training.losses.distillation import bitext_distill_loss, pair_distill_loss
 from psp_hf.training.multilingual import (
     MULTILINGUAL_DEFAULT_TARGETS,
     read_dev_pairs,

@@ -13,9 +13,9 @@ from torch.nn import functional as F
 
 from psp_hf.errors import PSPInputError
 from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.distillation_loss import distill_loss
-from psp_hf.training.margin_loss import margin_loss
-from psp_hf.training.matryoshka import (
+from psp_hf.training.losses.distillation import distill_loss
+from psp_hf.training.losses.margin import margin_loss
+from psp_hf.training.losses.matryoshka import (
     NestedDims,
     nested_distill_loss,
     nested_loss,

@@ -10,7 +10,7 @@ from psp_hf import PSPConfig, PSPModel
 from psp_hf.errors import PSPInputError
 from psp_hf.training.arguments import TrainingArguments, add_arguments, arguments_from_namespace
 from psp_hf.training.encoder_module import TrainingEncoder
-from psp_hf.training.margin_loss import margin_loss
+from psp_hf.training.losses.margin import margin_loss
 from psp_hf.training.miner import tokenize_megabatch
 from psp_hf.training.optimizer import LazyAdam, clip_grad_norm
 

@@ -306,7 +306,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
                 raise PSPInputError(
                     f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}"
                 )
-        from .matryoshka import parse_nested_dims
+        from .losses.matryoshka import parse_nested_dims
         from .trackers import parse_report_to
 
         parse_nested_dims(self.matryoshka_dims, self.matryoshka_weights, self.dim)

@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..modeling import PSPModel, apply_unknown_rule, pool_bags
-from .matryoshka import NestedDims, nested_projections
+from .losses.matryoshka import NestedDims, nested_projections
 
 
 class TrainingEncoder(nn.Module):

@@ -357,7 +357,7 @@ class RunSetup:
             # encoder.dim: 2 x --dim for a concatenation
             torch.manual_seed(args.seed + 1)
             self.projection = torch.nn.Linear(encoder.dim, teacher.dim, bias=False)
-        from .matryoshka import parse_nested_dims
+        from .losses.matryoshka import parse_nested_dims
 
         self.nested = parse_nested_dims(args.matryoshka_dims, args.matryoshka_weights, args.dim)
         self.sparse = self._use_sparse()

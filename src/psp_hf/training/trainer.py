@@ -34,11 +34,11 @@ from ..errors import PSPInputError
 from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
-from .distillation_loss import bitext_distill_loss, distill_loss
 from .export import finish_run
 from .finite import check_run_finite
-from .margin_loss import margin_loss
-from .matryoshka import nested_distill_loss, nested_loss
+from .losses.distillation import bitext_distill_loss, distill_loss
+from .losses.margin import margin_loss
+from .losses.matryoshka import nested_distill_loss, nested_loss
 from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm

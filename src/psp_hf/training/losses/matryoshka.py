@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 
 @dataclass(frozen=True)
