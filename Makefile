@@ -51,7 +51,7 @@ bench: venv
 
 # English text from Debian packages for the distillation pool (issue 7), unpacked without installing:
 # WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
-# src/psp_hf/data/registry_text.py for the licences; `psp prepare pool` finds them under .cache/registry-text/root.
+# src/psp_hf/data/sources/registry_text.py for the licences; `psp prepare pool` finds them under .cache/registry-text/root.
 # GCIDE (dict-gcide) is left out by default: it is larger than all the rest together, and labelling it with the
 # teacher would not fit the one-hour training budget on a 2-core machine. REGISTRY_DEBS="... dict-gcide" adds it.
 REGISTRY_DEBS ?= wordnet-base fortunes-min fortunes dict-devil dict-jargon

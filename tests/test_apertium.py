@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data.apertium import APERTIUM_MODES, available, clean_translation, mode_command, translate
-from psp_hf.data.registry_bitext import bitext_sources, limited_pairs
+from psp_hf.data.sources.apertium import APERTIUM_MODES, available, clean_translation, mode_command, translate
+from psp_hf.data.sources.registry_bitext import bitext_sources, limited_pairs
 from psp_hf.data_folder import cache_dir
 from psp_hf.errors import PSPInputError
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data import bible
-from psp_hf.data.registry_bitext import bitext_sources
+from psp_hf.data.sources import bible
+from psp_hf.data.sources.registry_bitext import bitext_sources
 from psp_hf.errors import PSPInputError
 
 

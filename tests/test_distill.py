@@ -22,7 +22,7 @@ from psp_hf.data.pool import (
     split_sentences,
     write_corpus,
 )
-from psp_hf.data.registry_text import dictd_texts, fortune_texts, wordnet_glosses
+from psp_hf.data.sources.registry_text import dictd_texts, fortune_texts, wordnet_glosses
 from psp_hf.errors import PSPInputError
 from psp_hf.initialization import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
 from psp_hf.piece_weights import piece_counts, sif_weights, with_piece_weights

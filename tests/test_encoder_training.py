@@ -112,7 +112,7 @@ def test_init_l2_penalty_is_the_squared_distance_of_the_looked_up_rows(tmp_path)
 
 # ------------------------------------------------------------------------------------------ PPDB
 def test_ppdb_pairs_once_per_unordered_pair(tmp_path):
-    from psp_hf.data.ppdb import ppdb_pairs, write_ppdb_tsv
+    from psp_hf.data.sources.ppdb import ppdb_pairs, write_ppdb_tsv
 
     source = tmp_path / "ppdb.txt.gz"
     with gzip.open(source, "wt", encoding="utf-8") as handle:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from psp_hf.data import help_pages
-from psp_hf.data.registry_bitext import bitext_sources
+from psp_hf.data.sources import help_pages
+from psp_hf.data.sources.registry_bitext import bitext_sources
 
 
 def write_page(root: Path, locale: str, page: str, body: str) -> None:

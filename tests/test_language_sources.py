@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data.language_sources import (
+from psp_hf.data.sources.language_sources import (
     BITEXT_SOURCES,
     DEV_SOURCE,
     MONO_SOURCES,

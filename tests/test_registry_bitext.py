@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data.dictionaries import dictd_number, dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
-from psp_hf.data.registry_bitext import bitext_sources, message_text, mo_pairs, prepare_registry_bitext, read_mo
+from psp_hf.data.sources.dictionaries import dictd_number, dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
+from psp_hf.data.sources.registry_bitext import bitext_sources, message_text, mo_pairs, prepare_registry_bitext, read_mo
 from psp_hf.errors import PSPInputError
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -183,7 +183,7 @@ def test_libreoffice_catalogues_are_gettext_sources_with_their_licence(tmp_path)
 
 
 def test_a_limited_source_is_sampled_over_all_its_headwords(tmp_path):
-    from psp_hf.data.registry_bitext import BitextSource, limited_pairs
+    from psp_hf.data.sources.registry_bitext import BitextSource, limited_pairs
 
     words = [f"{letter}wort{i}" for letter in "abcdefghij" for i in range(20)]  # headword order, as dictd has
     root = tmp_path / "dictd"

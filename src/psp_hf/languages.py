@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.apertium import APERTIUM_MODES
-from .data.registry_bitext import (
+from .data.sources.apertium import APERTIUM_MODES
+from .data.sources.registry_bitext import (
     SOURCE_KINDS,
     SOURCE_PREFIXES,
     add_licences,
@@ -42,8 +42,9 @@ from .errors import PSPInputError
 from .io import atomic_path
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
-# The bitext sources (data/language_sources.py) are chosen by name with --sources; the default set per language is
-# Multi30k (human or NLLB translations) and WMT news, as before the documentation, MLQE-PE and PUD sources came.
+# The bitext sources (data/sources/language_sources.py) are chosen by name with --sources; the default set per
+# language is Multi30k (human or NLLB translations) and WMT news, as before the documentation, MLQE-PE and PUD
+# sources came.
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
 REGISTRY_SOURCES = SOURCE_KINDS

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .data.language_sources import (
+from .data.sources.language_sources import (
     DEV_SOURCE,
     bitext_sources,
     dev_file,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..data.language_sources import BITEXT_SOURCES
+from ..data.sources.language_sources import BITEXT_SOURCES
 from ..data_folder import data_dir
 from ..errors import PSPInputError
 from ..languages import (

@@ -20,7 +20,7 @@ from .flags import positive_int
 
 def add_language_commands(sub) -> None:
     """The sub-subcommands `bitext-sources` and `mono` of `psp prepare`."""
-    from ..data.language_sources import BITEXT_SOURCES
+    from ..data.sources.language_sources import BITEXT_SOURCES
 
     bitext = sub.add_parser(
         "bitext-sources",
@@ -59,9 +59,9 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..data.checks import check_output_folder
-    from ..data.language_sources import bitext_sources, source_licences, stage_bitext
     from ..data.prepare import prepare_bitext
-    from ..data.registry_bitext import add_licences
+    from ..data.sources.language_sources import bitext_sources, source_licences, stage_bitext
+    from ..data.sources.registry_bitext import add_licences
     from ..data_folder import data_dir
     from ..errors import PSPInputError
 
@@ -95,7 +95,7 @@ def _run_mono(args: argparse.Namespace) -> int:
     import json
 
     from ..data.checks import check_output_folder
-    from ..data.language_sources import mono_sources, prepare_mono
+    from ..data.sources.language_sources import mono_sources, prepare_mono
     from ..data_folder import data_dir
     from ..errors import PSPInputError
 

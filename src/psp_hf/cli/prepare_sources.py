@@ -94,7 +94,7 @@ def _run_pool(args: argparse.Namespace) -> int:
 
     from ..data.checks import check_output_folder
     from ..data.pool import build_pool
-    from ..data.registry_text import registry_sources
+    from ..data.sources.registry_text import registry_sources
 
     check_output_folder(Path(args.output), overwrite=True, replaces=False)
     result = build_pool(args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources())
@@ -209,7 +209,7 @@ def _run_mine_pairs(args: argparse.Namespace) -> int:
 
 def _run_registry_bitext(args: argparse.Namespace) -> int:
     from ..data.checks import check_output_folder
-    from ..data.registry_bitext import SOURCE_KINDS, prepare_registry_bitext
+    from ..data.sources.registry_bitext import SOURCE_KINDS, prepare_registry_bitext
 
     check_output_folder(Path(args.output), args.overwrite)
     report = prepare_registry_bitext(

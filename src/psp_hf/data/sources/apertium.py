@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 # The translation steps (Apertium mode names) from English into each language that Debian's packages allow.
 APERTIUM_MODES = {"es": ("eng-spa",), "fr": ("eng-spa", "es-fr")}

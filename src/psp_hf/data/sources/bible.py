@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 ENGLISH_MODULE = "engWEB2015eb"
 ENGLISH_PACKAGE = "sword-text-web"

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PSPInputError
-from ..io import atomic_path
+from ...errors import PSPInputError
+from ...io import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -268,9 +268,9 @@ def prepare_mono(
     evaluation sentences (STS, Tatoeba, PUD, ...: `evaluation_filter`) and duplicates removed, then at most
     `weight x min(limit, what is left)` sentences drawn evenly over what is left (seeded by the source's name).
     Original case is kept: the teacher reads the text as written; the student's tokenizer lowercases for itself."""
-    from .evaluation_filter import evaluation_keys
-    from .filters import length_unit_for
-    from .pool import normalize_key
+    from ..evaluation_filter import evaluation_keys
+    from ..filters import length_unit_for
+    from ..pool import normalize_key
     from .registry_bitext import even_sample
 
     data, out = Path(data), Path(out)

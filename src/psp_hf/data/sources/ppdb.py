@@ -5,7 +5,7 @@ one head word per line followed by its paraphrases, separated by spaces. Each (h
 pair listed in both directions is kept once. Use the pairs directly (`psp_hf.training.train(args, data=pairs)`)
 or write them as a headed TSV for `psp train --data`:
 
-    python -m psp_hf.data.ppdb PPDB.txt.gz -o ppdb-pairs.tsv.gz
+    python -m psp_hf.data.sources.ppdb PPDB.txt.gz -o ppdb-pairs.tsv.gz
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 
 def ppdb_pairs(path: str | os.PathLike, limit: int | None = None) -> Iterator[tuple[str, str]]:
     """(word, paraphrase) pairs of a lexical PPDB file, each unordered pair once, in file order."""
-    from ..io import iter_raw_lines
+    from ...io import iter_raw_lines
 
     seen: set[tuple[str, str]] = set()
     for number, raw in iter_raw_lines(path):
@@ -44,7 +44,7 @@ def ppdb_pairs(path: str | os.PathLike, limit: int | None = None) -> Iterator[tu
 
 def write_ppdb_tsv(path: str | os.PathLike, output: str | os.PathLike, limit: int | None = None) -> int:
     """Write the pairs of `path` as a `sentence1<TAB>sentence2` TSV (gzip for .gz), atomically; returns the count."""
-    from ..io import atomic_path
+    from ...io import atomic_path
 
     count = 0
     with atomic_path(output) as temporary:
@@ -58,8 +58,8 @@ def write_ppdb_tsv(path: str | os.PathLike, output: str | os.PathLike, limit: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m psp_hf.data.ppdb INPUT -o OUTPUT.tsv[.gz] [--limit N]`."""
-    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.ppdb", description=__doc__.splitlines()[0])
+    """`python -m psp_hf.data.sources.ppdb INPUT -o OUTPUT.tsv[.gz] [--limit N]`."""
+    parser = argparse.ArgumentParser(prog="python -m psp_hf.data.sources.ppdb", description=__doc__.splitlines()[0])
     parser.add_argument("input", help="lexical PPDB file (.gz ok)")
     parser.add_argument("-o", "--output", required=True, help="TSV of pairs to write (.gz ok)")
     parser.add_argument("--limit", type=int, default=None, help="stop after this many pairs")

@@ -38,10 +38,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data_folder import cache_dir
-from ..errors import PSPInputError
+from ...data_folder import cache_dir
+from ...errors import PSPInputError
+from ..pool import CorpusSource
 from .dictionaries import dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
-from .pool import CorpusSource
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
 FREEDICT_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "zho"}
@@ -334,7 +334,7 @@ def prepare_registry_bitext(
     import shutil
     import tempfile
 
-    from .prepare import prepare_bitext
+    from ..prepare import prepare_bitext
 
     base = Path(root) if root else local_root()
     sources = bitext_sources(lang, base, kinds)
@@ -392,7 +392,7 @@ def add_licences(folder: Path, report: dict) -> None:
     """Record the sources' licences in the folder's report.json and dataset card."""
     import json
 
-    from ..io import atomic_path
+    from ...io import atomic_path
 
     lines = ["", "## Sources and licences", "", "| source | kind | pairs read | licence |", "|---|---|---|---|"]
     pairs_read = {Path(item["path"]).stem: item.get("pairs", 0) for item in report.get("inputs", [])}

@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..data_folder import cache_dir
-from .pool import CorpusSource, split_sentences
+from ...data_folder import cache_dir
+from ..pool import CorpusSource, split_sentences
 
 DEBIAN_PACKAGES = ("wordnet-base", "fortunes-min", "fortunes", "dict-gcide", "dict-devil", "dict-jargon")
 
