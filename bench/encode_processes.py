@@ -118,7 +118,7 @@ def measure(kind: str, folder: str, n_sentences: int, repeats: int) -> dict:
             seconds[threads].append(time.perf_counter() - start)
             cpu_seconds[threads].append(time.process_time() - cpu_start)
     torch = sys.modules.get("torch")
-    from psp_hf import pooling
+    from psp_hf.inference import pooling
 
     return {
         "seconds": seconds,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psp_hf
 from psp_hf.data_folder import data_dir
-from psp_hf.smaller_tables import folder_megabytes
+from psp_hf.persistence.smaller_tables import folder_megabytes
 
 DTYPES = ("float32", "float16", "int8")
 DIMS = (None, 256, 128, 64)

@@ -182,7 +182,7 @@ class Context:
     @classmethod
     def build(cls, root: Path, with_run: bool = False) -> Context:
         from psp_hf import load
-        from psp_hf.static_models import save_model2vec
+        from psp_hf.persistence.static_models import save_model2vec
 
         model = build_model(root / "model")
         tokenizer = root / "tokenizer"

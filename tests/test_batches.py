@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from psp_hf.batches import run_batches
+from psp_hf.inference.batches import run_batches
 
 
 def _square_rows(n: int, batch_size: int, num_threads: int, pipeline: bool):

@@ -148,7 +148,7 @@ def test_missing_column_and_bad_input_are_one_line_errors(model_dir, tmp_path, c
 
 
 def test_a_full_word_cache_keeps_its_words_and_encodes_the_others_exactly(encoder):
-    from psp_hf.piece_cache import WordPieceCache
+    from psp_hf.inference.piece_cache import WordPieceCache
 
     cache = WordPieceCache(encoder._backend, max_words=6)
     batches = [["a man is here"], ["a dog runs in a field"], ["two men play a guitar", "a woman slices onions"]]

@@ -24,8 +24,8 @@ from psp_hf.data.pool import (
 )
 from psp_hf.data.sources.registry_text import dictd_texts, fortune_texts, wordnet_glosses
 from psp_hf.errors import PSPInputError
+from psp_hf.inference.piece_weights import piece_counts, sif_weights, with_piece_weights
 from psp_hf.initialization import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
-from psp_hf.piece_weights import piece_counts, sif_weights, with_piece_weights
 from psp_hf.teachers.labels import TeacherCache
 
 DIM = 16

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf import PSPEncoder, intra_op, pooling
+from psp_hf import PSPEncoder
+from psp_hf.inference import intra_op, pooling
 from psp_hf.modeling import pool_bags as torch_pool_bags
 from psp_hf.tokenizer import train_tokenizer
 

@@ -104,7 +104,7 @@ def test_fast_tasks_are_deterministic_and_complete(fast_results):
 def test_sts_correlation_agrees_with_scipy_on_real_arrays(data_dir):
     from scipy.stats import pearsonr, spearmanr
 
-    from psp_hf.similarity import cosine_pairs
+    from psp_hf.inference.similarity import cosine_pairs
 
     encoder = HashingEncoder()
     for pairs in eval_data.read_sts_year(data_dir, "sts16") + [eval_data.read_stsb(data_dir, "test")]:

@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
-from psp_hf.smaller_tables import quantize_table, reduce_dimensions
+from psp_hf.persistence.smaller_tables import quantize_table, reduce_dimensions
 from psp_hf.tokenizer import train_tokenizer
 
 CORPUS = [

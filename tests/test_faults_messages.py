@@ -104,7 +104,7 @@ def test_sigterm_before_the_first_checkpoint_does_not_advise_resume(tmp_path, ca
 
 def test_a_model2vec_folder_without_its_tokenizer_says_so(tmp_path, model):
     from psp_hf import load
-    from psp_hf.static_models import save_model2vec
+    from psp_hf.persistence.static_models import save_model2vec
 
     folder = save_model2vec(load(model), tmp_path / "m2v")
     (folder / "tokenizer.json").unlink()

@@ -117,7 +117,7 @@ def test_the_metrics_log_is_never_appended_through_a_symlink(tmp_path):
 # ------------------------------------------------------------------------------- (c) paths named in folders
 def _static_folder(tmp_path: Path, model: Path, module_path: str) -> Path:
     from psp_hf import load
-    from psp_hf.static_models import save_model2vec
+    from psp_hf.persistence.static_models import save_model2vec
 
     save_model2vec(load(model), tmp_path / "elsewhere")  # a loadable table outside the folder
     folder = tmp_path / "crafted"
@@ -149,7 +149,7 @@ def test_sentence_transformers_evaluation_checks_module_paths_too(tmp_path, mode
 
 def test_a_module_path_inside_the_folder_loads(tmp_path, model):
     from psp_hf import load
-    from psp_hf.static_models import save_model2vec
+    from psp_hf.persistence.static_models import save_model2vec
 
     folder = tmp_path / "st"
     save_model2vec(load(model), folder / "0_StaticEmbedding")

@@ -119,7 +119,7 @@ def _model2vec(model: Path, folder: Path, change) -> Path:
     from safetensors.numpy import load_file, save_file
 
     from psp_hf import load
-    from psp_hf.static_models import save_model2vec
+    from psp_hf.persistence.static_models import save_model2vec
 
     save_model2vec(load(model), folder)
     tensors = load_file(folder / "model.safetensors")
@@ -272,7 +272,7 @@ def test_a_killed_writers_temporary_goes_with_the_next_write_into_its_folder(tmp
 def test_an_export_that_fails_midway_leaves_nothing_that_blocks_the_rerun(tmp_path, model, monkeypatch):
     import errno
 
-    import psp_hf.static_models as static_models
+    import psp_hf.persistence.static_models as static_models
 
     real_write_json = static_models._write_json
 

@@ -103,7 +103,7 @@ def _model2vec(model: Path, folder: Path, change) -> Path:
     from safetensors.numpy import load_file, save_file
 
     from psp_hf import load
-    from psp_hf.static_models import save_model2vec
+    from psp_hf.persistence.static_models import save_model2vec
 
     save_model2vec(load(model), folder)
     tensors = load_file(folder / "model.safetensors")

@@ -16,9 +16,9 @@ import torch
 import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.errors import PSPInputError
+from psp_hf.inference.pooling import apply_unknown_rule, pool_bags, pool_bags_fast
 from psp_hf.modeling import apply_unknown_rule as torch_unknown_rule
 from psp_hf.modeling import pool_bags as torch_pool_bags
-from psp_hf.pooling import apply_unknown_rule, pool_bags, pool_bags_fast
 from psp_hf.tokenizer import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30

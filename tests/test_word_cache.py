@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from psp_hf import piece_cache
-from psp_hf.piece_cache import WordPieceCache, plain_sentences
+from psp_hf.inference import piece_cache
+from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
 from psp_hf.tokenizer import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
@@ -16,7 +16,7 @@ CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs ru
 
 @pytest.fixture(scope="module")
 def backend():
-    from psp_hf.encoder_helpers import private_backend
+    from psp_hf.inference.encoder_helpers import private_backend
 
     return private_backend(train_tokenizer(CORPUS, vocab_size=60).backend_tokenizer)
 
@@ -123,7 +123,7 @@ def test_plain_sentences_matches_the_per_sentence_rule(backend):
     ],
 )
 def test_split_plain_keeps_exactly_the_plain_sentences(sentences):
-    from psp_hf.piece_cache import split_plain
+    from psp_hf.inference.piece_cache import split_plain
 
     plain, raw = split_plain(sentences)
     mask = [s.isascii() and s.isprintable() for s in sentences]

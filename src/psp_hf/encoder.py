@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .batches import check_num_threads, run_batches
-from .encoder_helpers import (
+from .errors import PSPInputError
+from .inference.batches import check_num_threads, run_batches
+from .inference.encoder_helpers import (
     FEW_SENTENCES,
     backend_ids,
     checked_output,
@@ -22,11 +23,17 @@ from .encoder_helpers import (
     sentence_list,
     word_cache_applies,
 )
-from .encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
-from .errors import PSPInputError
-from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
-from .piece_cache import WordPieceCache, split_plain
-from .pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
+from .inference.encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
+from .inference.piece_cache import WordPieceCache, split_plain
+from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
+from .persistence.model_folder import (
+    PSPSettings,
+    read_settings,
+    read_tokenizer,
+    read_weights,
+    resolve_model_path,
+    word_boundary_id,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -130,7 +137,7 @@ class PSPEncoder:
         try:
             settings = read_settings(path)
         except (PSPInputError, FileNotFoundError):
-            from .static_models import read_other_format
+            from .persistence.static_models import read_other_format
 
             parts = read_other_format(path)
             if parts is None:  # not another format either: the psp error says what is wrong
@@ -175,7 +182,7 @@ class PSPEncoder:
         table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
         folders have no sentence-transformers layout (use `psp export --format model2vec` for one).
         """
-        from .smaller_tables import check_table_options
+        from .persistence.smaller_tables import check_table_options
 
         if removed:
             raise TypeError(
@@ -185,13 +192,13 @@ class PSPEncoder:
         check_model_save(self._torch_only, quantize_to, dimensionality)
         check_table_options(quantize_to, dimensionality, self.dim)
         if dimensionality is not None and dimensionality != self.dim:
-            from .smaller_tables import reduce_dimensions
+            from .persistence.smaller_tables import reduce_dimensions
 
             table, piece_weights = self.weights()
             return self.with_table(reduce_dimensions(table, dimensionality), piece_weights).save_pretrained(
                 directory, quantize_to=quantize_to
             )
-        from .folder_writer import write_model_folder
+        from .persistence.folder_writer import write_model_folder
 
         return write_model_folder(self, Path(directory), quantize_to)
 
@@ -242,7 +249,7 @@ class PSPEncoder:
         if self._tokenizer is None:
             from transformers import PreTrainedTokenizerFast
 
-            from .encoder_helpers import fast_tokenizer
+            from .inference.encoder_helpers import fast_tokenizer
 
             if self._folder is not None and (self._folder / "tokenizer_config.json").is_file():
                 self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self._folder)
@@ -412,7 +419,7 @@ class PSPEncoder:
             else:
                 rows[:] = self._pool_bags(bags, weights)[:, :truncate_dim]
             if normalize_embeddings:
-                from .similarity import unit_rows
+                from .inference.similarity import unit_rows
 
                 rows[:] = unit_rows(rows)
 
@@ -438,13 +445,13 @@ class PSPEncoder:
     @staticmethod
     def similarity(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         """Cosine similarity matrix between two sets of embeddings: `(len(a), len(b))`, a tensor if given one."""
-        from .similarity import cosine_matrix
+        from .inference.similarity import cosine_matrix
 
         return cosine_matrix(a, b)
 
     def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> np.ndarray:
         """Cosine of row i of `a` with row i of `b` (a tensor if given one)."""
-        from .similarity import cosine_pairs
+        from .inference.similarity import cosine_pairs
 
         return cosine_pairs(a, b)
 

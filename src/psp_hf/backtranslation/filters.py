@@ -158,7 +158,7 @@ def paraphrase_scores(
 ) -> np.ndarray:
     """Cosine of the psp model's embeddings of each pair (the paraphrase score of `psp prepare`)."""
     from .. import load
-    from ..similarity import cosine_pairs
+    from ..inference.similarity import cosine_pairs
 
     encoder = load(model)
     first = encoder.encode(list(references), batch_size=batch_size)

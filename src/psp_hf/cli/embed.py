@@ -28,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .. import load
+    from ..inference.pooling import prepare_bulk
     from ..io import NpyRowWriter, atomic_path, check_input, check_output, decode_line, iter_raw_lines
-    from ..pooling import prepare_bulk
 
     flags.check_batch_size(args.batch_size)
     check_input(args.input)

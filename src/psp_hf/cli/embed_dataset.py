@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from .. import load
     from ..corpus.embed_dataset import embed_dataset, process_rank
-    from ..pooling import prepare_bulk
+    from ..inference.pooling import prepare_bulk
 
     rank, world = process_rank()
     encoder = load(args.model)

@@ -141,7 +141,7 @@ def _describe_smaller(args: argparse.Namespace) -> str:
 def _smaller_copy(folder: Path, args: argparse.Namespace, target: Path):
     """The model saved smaller into `target` (the folder's card copied beside it); returns (encoder, target)."""
     from ..hub.card import CARD_FILENAME
-    from ..smaller_tables import check_table_options
+    from ..persistence.smaller_tables import check_table_options
 
     encoder = _load_encoder(folder)
     try:
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     """Run `psp push`."""
     from ..hub.card import CARD_FILENAME, LANGUAGES, render_model_card
     from ..hub.push import DEFAULT_COMMIT_MESSAGE, PSPPushError, push_folder
-    from ..sentence_transformers_layout import write_sentence_transformers_files
+    from ..persistence.sentence_transformers_layout import write_sentence_transformers_files
 
     folder = Path(args.model_dir)
     if args.repo_type == "dataset":

@@ -46,8 +46,8 @@ def _pair_parser(path: str, columns: list[int] | None):
 def run(args: argparse.Namespace) -> int:
     """Score the pairs of args.input into args.output (or stdout)."""
     from .. import load
+    from ..inference.similarity import cosine_pairs
     from ..io import atomic_path, check_input, check_output, iter_raw_lines
-    from ..similarity import cosine_pairs
 
     flags.check_batch_size(args.batch_size)
     if args.columns is not None and not all(isinstance(column, int) for column in args.columns):

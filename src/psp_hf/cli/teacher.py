@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen subcommand."""
-    from ..smaller_tables import folder_megabytes
+    from ..persistence.smaller_tables import folder_megabytes
     from ..teachers.e5_convert import convert_e5
 
     if args.action == "convert-e5":

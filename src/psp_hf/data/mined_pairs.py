@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..inference.similarity import unit_rows
 from ..io import atomic_path
-from ..similarity import unit_rows
 from .filters import trigram_overlap
 from .pool import normalize_key
 

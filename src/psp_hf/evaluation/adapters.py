@@ -218,7 +218,7 @@ def _load(model_id: str, source: str, name: str, kind: str, device: str) -> Enco
             ) from None
         from transformers.utils import logging as hf_logging
 
-        from ..model_folder import check_module_paths
+        from ..persistence.model_folder import check_module_paths
 
         if Path(source).is_dir():  # sentence-transformers joins modules.json's paths to the folder unchecked
             check_module_paths(Path(source))

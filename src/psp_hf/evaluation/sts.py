@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
-from ..similarity import cosine_pairs
+from ..inference.similarity import cosine_pairs
 from . import data as data_module
 from .adapters import EncoderAdapter
 from .wrapping import wrap_encoder

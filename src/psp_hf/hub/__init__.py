@@ -1,6 +1,6 @@
 """Publishing P-SP models: Hub uploads, model cards, the sentence-transformers layout, and checkpoint conversion."""
 
-from ..sentence_transformers_layout import write_sentence_transformers_files
+from ..persistence.sentence_transformers_layout import write_sentence_transformers_files
 from .card import render_model_card, write_model_card
 from .push import PSPPushError, push_encoder, push_folder
 

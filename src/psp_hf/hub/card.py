@@ -315,7 +315,7 @@ def render_model_card(
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    from ..sentence_transformers_layout import DEFAULT_MAX_SEQ_LENGTH
+    from ..persistence.sentence_transformers_layout import DEFAULT_MAX_SEQ_LENGTH
 
     config = _config_of(encoder_or_config)
     facts, notes = language_template(language)

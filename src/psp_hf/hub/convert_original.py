@@ -255,7 +255,7 @@ def save_converted(encoder, sp_model: str | os.PathLike, output_dir: str | os.Pa
     The folder is built beside `output_dir` and moved into place at the end, so a failure leaves no
     half-written folder; an existing non-empty `output_dir` is replaced only with `overwrite`.
     """
-    from ..sentence_transformers_layout import write_sentence_transformers_files
+    from ..persistence.sentence_transformers_layout import write_sentence_transformers_files
     from ..tokenizer import SPM_FILENAME
 
     output = Path(output_dir)

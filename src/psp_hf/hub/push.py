@@ -186,7 +186,7 @@ def push_encoder(
     a failed one (the `PSPPushError` names it, so the upload can be retried with `psp push`). A card is
     written when `language` is given and the folder has none yet.
     """
-    from ..sentence_transformers_layout import write_sentence_transformers_files
+    from ..persistence.sentence_transformers_layout import write_sentence_transformers_files
     from .card import CARD_FILENAME, write_model_card
 
     own_folder = save_dir is None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import native_panics
+from ..errors import native_panics
 
 
 def portable_tokenizer_class(directory: Path) -> None:
@@ -43,7 +43,7 @@ FEW_SENTENCES = 4
 def modeling():
     """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
     try:
-        from . import modeling
+        from .. import modeling
     except ImportError as error:
         raise ImportError(
             f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PSPInputError
+from ..errors import PSPInputError
 
 
 def folder_needs_model(folder: Path) -> bool:
@@ -27,8 +27,8 @@ def load_model_encoder(cls, folder: Path):
     """A `PSPEncoder` over `PSPModel.from_pretrained(folder)` (safetensors only) and the folder's tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
+    from ..persistence.model_folder import read_tokenizer
     from .encoder_helpers import modeling
-    from .model_folder import read_tokenizer
 
     read_tokenizer(folder)  # one clear error for a missing or corrupt tokenizer.json
     if not (folder / "model.safetensors").is_file():

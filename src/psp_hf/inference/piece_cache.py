@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .errors import native_panics
+from ..errors import native_panics
 
 _NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
 

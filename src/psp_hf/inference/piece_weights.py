@@ -55,8 +55,8 @@ def with_piece_weights(encoder, weights: np.ndarray | torch.Tensor):
     The model is rebuilt when it had no weights (the table's pooling switches to a weighted sum); the
     embedding table is shared, not copied.
     """
-    from .encoder import PSPEncoder
-    from .modeling import PSPConfig, PSPModel
+    from ..encoder import PSPEncoder
+    from ..modeling import PSPConfig, PSPModel
 
     model = encoder.model
     weights = torch.as_tensor(np.asarray(weights, dtype=np.float32))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .encoder import PSPEncoder
+from ..encoder import PSPEncoder
 from .model_folder import resolve_model_path
 from .static_models import StaticTable, detect_format, read_model2vec, read_static_embedding
 

@@ -34,15 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import PSPInputError
-from .model_folder import (
-    PSPSettings,
-    check_finite,
-    check_module_paths,
-    confined,
-    read_safetensors,
-    read_tokenizer,
-)
+from ..errors import PSPInputError
+from .model_folder import PSPSettings, check_finite, check_module_paths, confined, read_safetensors, read_tokenizer
 
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 
@@ -146,7 +139,7 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
     """Write `encoder` as a model2vec folder (see the module docstring for where results differ)."""
     from safetensors.numpy import save
 
-    from .io import atomic_path
+    from ..io import atomic_path
 
     if not encoder.averages_pieces:  # LSTM, GRAN, character units...: not one table's average
         raise PSPInputError("model2vec folders hold averaging encoders only (psp, mean, max over the tokenizer's ids)")

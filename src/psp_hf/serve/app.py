@@ -193,7 +193,7 @@ def create_app(models: dict, config: ServeConfig | None = None, index=None):
         if dim is not None:
             embeddings = embeddings[:, :dim]
         if normalize:
-            from ..similarity import unit_rows
+            from ..inference.similarity import unit_rows
 
             embeddings = unit_rows(embeddings)
         return _json(np.ascontiguousarray(embeddings))
@@ -221,7 +221,7 @@ def create_app(models: dict, config: ServeConfig | None = None, index=None):
                 param="inputs.sentences",
                 code="max_inputs",
             )
-        from ..similarity import unit_rows
+        from ..inference.similarity import unit_rows
 
         embeddings = unit_rows((await embed(name, source + others))[0])
         return _json(embeddings[1:] @ embeddings[0])

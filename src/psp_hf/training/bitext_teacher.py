@@ -73,7 +73,7 @@ def scan_bitext(
 
 def mining_accuracy(encoder, pairs: Sequence[tuple[str, str]], batch_size: int = 1024) -> float:
     """100 x (1 - mean error) of nearest-cosine retrieval of each pair's other side, both directions."""
-    from ..similarity import unit_rows
+    from ..inference.similarity import unit_rows
 
     source = unit_rows(encoder.encode([a for a, _ in pairs], batch_size=batch_size))
     target = unit_rows(encoder.encode([b for _, b in pairs], batch_size=batch_size))

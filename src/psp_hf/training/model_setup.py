@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 @functools.cache
 def initial_model(id_or_path: str):
     """The model --init-from names (psp, model2vec or sentence-transformers static), loaded once per process."""
-    from ..static_loading import load_static_model
+    from ..persistence.static_loading import load_static_model
 
     return load_static_model(id_or_path)
 
@@ -96,7 +96,7 @@ def _checked_tokenizer(name: str):
     """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..model_folder import read_tokenizer
+    from ..persistence.model_folder import read_tokenizer
 
     if Path(name).is_dir():
         read_tokenizer(Path(name))  # psp's checked reader: malformed JSON, a tokenizer that panics on text
@@ -159,7 +159,7 @@ def initialise(
         copied = copy_shared_rows(encoder, initial_model(args.init_rows_from))
         say(f"copied the rows of {len(copied):,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
     if args.piece_weights == "sif":
-        from ..piece_weights import piece_counts, sif_weights
+        from ..inference.piece_weights import piece_counts, sif_weights
 
         counts = piece_counts(encoder, texts(args.tokenizer_sentences))
         with torch.no_grad():

@@ -8,7 +8,7 @@ An `evaluate` metric module; load it by path so it works offline:
 {'error_rate': 0.05, 'error_rate_source_to_target': 0.04, 'error_rate_target_to_source': 0.06, 'n': 1000}
 
 Row i of the source side is the translation of row i of the target side. Cosines come from
-`psp_hf.similarity` (an absolute import, which `evaluate` resolves from the installed package), the project's
+`psp_hf.inference.similarity` (an absolute import, which `evaluate` resolves from the installed package), the project's
 one cosine module.
 """
 
@@ -18,7 +18,7 @@ import datasets
 import evaluate
 import numpy as np
 
-from psp_hf.similarity import cosine_matrix
+from psp_hf.inference.similarity import cosine_matrix
 
 _DESCRIPTION = """\
 Bitext mining as in the Tatoeba evaluation of Artetxe & Schwenk (2019, LASER): every sentence of one side

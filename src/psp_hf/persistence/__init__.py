@@ -1,0 +1,8 @@
+"""File formats: reading and writing psp model folders and the other libraries' static-embedding layouts.
+
+- model_folder.py: reading a psp folder (config, safetensors weights, tokenizer) with numpy only, every file checked;
+- folder_writer.py: writing one (`PSPEncoder.save_pretrained`), with smaller_tables.py (PCA, float16/int8 tables)
+  and sentence_transformers_layout.py (the files that let `SentenceTransformer(folder)` load it);
+- static_models.py: model2vec and sentence-transformers `StaticEmbedding` folders in and out, and
+  static_loading.py: their public face (`psp_hf.load_static_model`, `psp_hf.from_model2vec`).
+"""
