@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(PY) -m psp_hf.demo
+	$(PY) -m psp_hf.experiments.demo
 
 test: venv apertium chromium
 	$(PY) -m ruff check .

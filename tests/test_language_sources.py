@@ -147,8 +147,8 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
     from test_multilingual_distill import MultilingualWordTeacher
 
-    from psp_hf.languages import Settings, _label, _prepare, _train, train_arguments
-    from psp_hf.languages_data import card_training_text, mono_selection
+    from psp_hf.experiments.languages import Settings, _label, _prepare, _train, train_arguments
+    from psp_hf.experiments.languages_data import card_training_text, mono_selection
     from psp_hf.teachers.labels import TeacherCache
     from psp_hf.training.multilingual import MULTILINGUAL_DEFAULT_MONO
 

@@ -85,7 +85,7 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
 
 
 def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
-    from psp_hf.languages import Settings, _label, train_arguments
+    from psp_hf.experiments.languages import Settings, _label, train_arguments
 
     distilled = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache")
     baseline = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", margin_only=True)
@@ -101,7 +101,7 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
 def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     from psp_hf.cli.languages import add_arguments, run
     from psp_hf.errors import PSPInputError
-    from psp_hf.languages import Settings, train_arguments
+    from psp_hf.experiments.languages import Settings, train_arguments
 
     english = tmp_path / "p-sp-en"
     settings = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", init_rows_from=str(english))
@@ -130,7 +130,7 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
 
 
 def test_summary_names_the_data_files_and_counts_the_registry_sources():
-    from psp_hf.languages import data_description
+    from psp_hf.experiments.languages import data_description
 
     inputs = ["train.tsv.gz", "de-en.tsv.gz", "freedict-deu-eng.tsv", "gettext-tar-de.tsv", "libreoffice-sw-de.tsv"]
     assert data_description(inputs) == "train.tsv.gz, de-en.tsv.gz + 3 registry sources"

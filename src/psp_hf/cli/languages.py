@@ -1,4 +1,4 @@
-"""`psp languages`: the X-English models end to end (the pipeline is `psp_hf.languages`; these are its flags)."""
+"""`psp languages`: the X-English models end to end (the pipeline: `psp_hf.experiments.languages`; here its flags)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from ..data.sources.language_sources import BITEXT_SOURCES
 from ..data_folder import data_dir
 from ..errors import PSPInputError
-from ..languages import (
+from ..experiments.languages import (
     ENGLISH_TASKS,
     LANGUAGES,
     REGISTRY_SOURCES,
@@ -17,7 +17,7 @@ from ..languages import (
     summary_markdown,
     write_summary,
 )
-from ..languages_data import check_data
+from ..experiments.languages_data import check_data
 from ..training.multilingual import BITEXT_TARGETS, MULTILINGUAL_DEFAULT_MONO, MULTILINGUAL_DEFAULT_TARGETS
 from . import flags
 

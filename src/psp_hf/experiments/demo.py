@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from .data_folder import data_dir
-from .initialization import save_untrained_like
+from ..data_folder import data_dir
+from ..initialization import save_untrained_like
 
 
 def _run(step: str, argv: list[str]) -> None:

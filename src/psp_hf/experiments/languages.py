@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.sources.apertium import APERTIUM_MODES
-from .data.sources.registry_bitext import (
+from ..data.sources.apertium import APERTIUM_MODES
+from ..data.sources.registry_bitext import (
     SOURCE_KINDS,
     SOURCE_PREFIXES,
     add_licences,
@@ -38,8 +38,8 @@ from .data.sources.registry_bitext import (
     local_root,
     write_source_tsvs,
 )
-from .errors import PSPInputError
-from .io import atomic_path
+from ..errors import PSPInputError
+from ..io import atomic_path
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 # The bitext sources (data/sources/language_sources.py) are chosen by name with --sources; the default set per
@@ -119,7 +119,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     import shutil
     import tempfile
 
-    from .data.prepare import prepare_bitext
+    from ..data.prepare import prepare_bitext
     from .languages_data import mono_text, prepare_mono_text, stage_sources
 
     # The monolingual text first: the bitext's vocabulary is trained on it too, so its words get pieces of their own.
@@ -160,7 +160,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
 def _label(code: str, folder: Path, settings: Settings) -> dict:
     if settings.margin_only:
         return {"skipped": "--margin-only: no teacher"}
-    from .training.bitext_teacher import BitextTeacher
+    from ..training.bitext_teacher import BitextTeacher
 
     if settings.threads:
         import torch
@@ -205,9 +205,9 @@ def _train(code: str, folder: Path, settings: Settings) -> dict:
     arguments = train_arguments(code, folder, settings)
     if (folder / "model" / "training" / "checkpoint.json").is_file():
         arguments.append("--resume")  # a killed run: continue from its last checkpoint
-    from .training.arguments import add_arguments as add_train_arguments
-    from .training.arguments import arguments_from_namespace
-    from .training.trainer import Trainer
+    from ..training.arguments import add_arguments as add_train_arguments
+    from ..training.arguments import arguments_from_namespace
+    from ..training.trainer import Trainer
 
     # The same flags as `psp train`, parsed by the same parser, so that --train-args reads as it does there.
     parser = argparse.ArgumentParser(prog="psp train")
@@ -228,9 +228,9 @@ def _end_record(model: Path) -> dict:
 
 
 def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
-    from . import load
-    from .evaluation import evaluate_model
-    from .evaluation.model_index import card_results
+    from .. import load
+    from ..evaluation import evaluate_model
+    from ..evaluation.model_index import card_results
 
     tasks = [task for task in settings.tasks if task != "sts17" or code in STS17_TRACKS]
     evaluation = evaluate_model(
@@ -263,14 +263,14 @@ def training_info(model: Path) -> dict:
     meta = Path(cache) / "meta.json" if cache else None
     if meta is not None and meta.is_file():
         info["teacher"] = json.loads(meta.read_text(encoding="utf-8")).get("teacher", info.get("teacher"))
-    from .training.multilingual import card_settings
+    from ..training.multilingual import card_settings
 
     return card_settings(info)
 
 
 def _card(code: str, folder: Path, settings: Settings) -> dict:
-    from . import load
-    from .hub.card import write_model_card
+    from .. import load
+    from ..hub.card import write_model_card
     from .languages_data import NON_COMMERCIAL_LICENSE, card_training_text
 
     evaluation = json.loads((folder / "eval.json").read_text(encoding="utf-8"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .data.sources.language_sources import (
+from ..data.sources.language_sources import (
     DEV_SOURCE,
     bitext_sources,
     dev_file,
@@ -20,7 +20,7 @@ from .data.sources.language_sources import (
     source_licences,
     stage_bitext,
 )
-from .training.multilingual import (
+from ..training.multilingual import (
     MULTILINGUAL_DEFAULT_MONO,
     MULTILINGUAL_DEFAULT_TARGETS,
     describe_mono,
@@ -56,7 +56,7 @@ def stage_sources(code: str, settings, staging: Path) -> tuple[list[Path], dict]
 
 
 def raise_nothing(code: str, selection: str) -> None:
-    from .errors import PSPInputError
+    from ..errors import PSPInputError
 
     raise PSPInputError(f"{code}: --sources {selection!r} selects no bitext for {code}")
 
@@ -83,7 +83,7 @@ def mono_path(folder: Path) -> Path | None:
 
 def mono_text(folder: Path) -> list[str]:
     """The prepared monolingual sentences of a language folder ([] without any)."""
-    from .training.multilingual import read_mono_sentences
+    from ..training.multilingual import read_mono_sentences
 
     path = mono_path(folder)
     return read_mono_sentences([path]) if path is not None else []
@@ -108,7 +108,7 @@ def sentences_to_label(code: str, folder: Path, settings) -> list[str]:
     """Every sentence the training run will ask the teacher for (see the module text)."""
     import pyarrow.parquet as pq
 
-    from .training.multilingual import read_mono_sentences
+    from ..training.multilingual import read_mono_sentences
 
     targets = settings.bitext_targets
     if targets == "auto":
