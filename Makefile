@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test lint apertium bench chromium registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ test: venv apertium chromium
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
+
+# The same without the tests marked slow (the kill/resume runs, the long real-data ones): for the edit-test loop.
+# `make test` (CI) runs them all.
+test-fast: venv apertium chromium
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -q -m "not slow"
 
 # Debian's Chromium for the browser test of `psp serve`'s page (issue 36), unpacked without installing: the
 # package, its data and the libraries a Debian 12 machine may lack (those installed are left out). The test reads it

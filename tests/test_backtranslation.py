@@ -266,6 +266,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_output(models_dir, tmp_path, capsys):
     make_bitext(tmp_path / "b.tsv", 40, seed=5)
     args = common_args(tmp_path / "b.tsv", models_dir)

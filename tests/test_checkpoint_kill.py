@@ -15,6 +15,9 @@ from safetensors.torch import load_file
 from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[1]
+# Each test trains and kills real `psp train` runs: long, so `make test-fast` leaves them out.
+pytestmark = pytest.mark.slow
+
 WORDS = ["man", "woman", "dog", "cat", "runs", "walks", "park", "beach", "red", "blue", "big", "small", "ball"]
 
 

@@ -107,6 +107,7 @@ def test_two_processes_equal_one_process(model_dir, tmp_path, capsys):
     np.testing.assert_array_equal(two, one)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_has_no_duplicate_or_missing_rows(model_dir, encoder, tmp_path):
     texts = sentences(60_000, seed=3)
     source = tmp_path / "in.txt"

@@ -141,6 +141,7 @@ def test_sts_dev_score(data_dir, fast_results):
         sts_dev_score(encoder, "stsb-validation", data_dir=data_dir)
 
 
+@pytest.mark.slow
 def test_senteval_tasks_on_real_data_are_reproducible(data_dir):
     encoder = HashingEncoder(dim=32)
     tasks = ["cr", "trec", "mrpc", "sicke", "sst5"]

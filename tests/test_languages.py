@@ -21,6 +21,7 @@ DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "sh
 CLI = "import sys; from psp_hf.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
+@pytest.mark.slow
 def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     if not DATA.is_dir():
         pytest.skip(f"real data not found at {DATA} (set PSP_DATA)")

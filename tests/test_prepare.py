@@ -461,6 +461,7 @@ def test_cli_prepare_reports_errors_with_file_and_line(tmp_path, capsys):
     assert "pairs in: 8" in err and "removed by language: off" in err and "pairs out: 3" in err
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_the_input(tmp_path):
     import gc
     import tracemalloc
@@ -584,6 +585,7 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     assert "--batch-size: expected a positive number, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_the_old_folder_and_the_next_run_removes_its_staging(tmp_path):
     import signal
     import subprocess

@@ -27,6 +27,7 @@ def _assert_counts_add_up(report: dict) -> None:
     assert report["pairs_in"] == sum(item["pairs"] for item in report["inputs"])
 
 
+@pytest.mark.slow
 def test_flickr_caption_pairs_as_paraphrases(data, tmp_path):
     from datasets import load_dataset
 
@@ -56,6 +57,7 @@ def test_flickr_caption_pairs_as_paraphrases(data, tmp_path):
     assert report["histograms"]["overlap"]["counts"][0] > 0
 
 
+@pytest.mark.slow
 def test_multi30k_and_wmt_bitext(data, tmp_path):
     from datasets import load_dataset
 

@@ -117,6 +117,7 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
 
 
 # ---------------------------------------------------------------------------------------------- resume
+@pytest.mark.slow
 def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_tokenizer, train_here):
     pairs = synthetic_pairs(tmp_path / "pairs.tsv", 1500)
     common = [

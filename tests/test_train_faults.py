@@ -136,6 +136,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, tiny_tok
 
 
 # ------------------------------------------------------------------------- item 3: SIGTERM and stale files
+@pytest.mark.slow
 def test_sigterm_during_a_checkpoint_removes_its_temporaries_and_resumes(tmp_path, tiny_tokenizer, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 600)
     # A wide table makes each checkpoint write take long enough to be caught in the middle.
