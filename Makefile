@@ -63,8 +63,8 @@ BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng
 	sword-text-sparv sword-text-web util-linux-locales apt dpkg libglib2.0-data libgtk-3-common gnupg-l10n wget \
 	$(addprefix libreoffice-l10n-,ar de es fr ru tr zh-cn) $(BITEXT_APPS) $(BITEXT_WESNOTH) $(BITEXT_DESKTOP) \
 	$(BITEXT_APERTIUM) $(addprefix libreoffice-help-,en-us de es fr ru tr zh-cn)
-# Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: README, "Bitext
-# from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
+# Desktop programs whose packages ship their catalogues (each kept for its .mo files in ar/es: docs/languages.md,
+# "Bitext from the package registries"), and Wesnoth's campaigns: dialogue, the nearest to Tatoeba's sentences here.
 BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l10n darktable digikam-data \
 	e2fsprogs-l10n evince-common evolution-common evolution-data-server-common filezilla-common freeciv-data \
 	gcc-12-locales geany-common gimp-data git gnome-calendar gnome-control-center-data gnome-maps \
@@ -73,7 +73,7 @@ BITEXT_APPS := aisleriot aptitude-common audacity-data brasero-common cinnamon-l
 	mutter-common nautilus-data pidgin-data plasma-workspace-data pulseaudio rhythmbox-data shotwell-common synaptic \
 	totem-common tuxpaint-data vlc-l10n
 # The GNOME, MATE, Xfce and KDE desktops' applications, more command-line tools, and names (iso-codes' languages and
-# countries, libgweather's places, kgeography's): the second batch (README, what each batch adds).
+# countries, libgweather's places, kgeography's): the second batch (docs/languages.md).
 BITEXT_DESKTOP := accountsservice ark atril-common audacious-plugins-data baobab blueman caja-common cheese-common \
 	claws-mail-i18n cryptsetup-bin deja-dup dolphin engrampa-common eog eom-common epiphany-browser-data \
 	file-roller gdm3 geary gedit-common gnome-boxes gnome-calculator gnome-characters gnome-clocks gnome-contacts \
@@ -89,7 +89,7 @@ BITEXT_DESKTOP := accountsservice ark atril-common audacious-plugins-data baobab
 	ristretto seahorse simple-scan sudo system-config-printer-common systemsettings thunar-data udisks2 \
 	weechat-core xfce4-panel xfce4-power-manager-data xfce4-settings xz-utils zenity-common
 # Apertium, the rule-based translator, with its English-Spanish and French-Spanish data and the libraries its
-# programs need (the system's ICU and libxml2 serve them): registry text translated into es and fr (README).
+# programs need (the system's ICU and libxml2 serve them): registry text translated into es and fr (docs/languages.md).
 BITEXT_APERTIUM := apertium apertium-eng-spa apertium-fr-es apertium-lex-tools lttoolbox liblttoolbox3 libapertium3 \
 	libapertium-lex-tools1 libirstlm1
 BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota sotbe thot trow tsg utbs)
@@ -123,7 +123,7 @@ LANGUAGE_THREADS ?= 2
 TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
 # The English model whose rows start the pieces each language shares with it (and whose width the models take):
 # `make distill`'s combined student when it has been built. It keeps English STS12-16 1.0-2.3 points below that
-# student instead of 5-11 (README, "the seven models"); without it the tables start random at LANGUAGE_DIM.
+# student instead of 5-11 (results/languages.md); without it the tables start random at LANGUAGE_DIM.
 ENGLISH_MODEL ?= $(patsubst %/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors))
 LANGUAGE_FLAGS ?=
 
@@ -145,11 +145,11 @@ DISTILL ?= .cache/distill
 DISTILL_THREADS ?= 2
 # How many pool sentences to label (the pool is shuffled, so a prefix samples every source); empty: all 1.4M.
 DISTILL_POOL ?=
-# Measured on the whole pool (README, "What more text buys"): STS-B dev rises from 30,000 pieces (84.47) to a tie
+# Measured on the whole pool (results/english.md, "Vocabulary size"): STS-B dev rises from 30,000 pieces (84.47) to a tie
 # at 60,000-200,000 (84.95-85.04); on all 1.4M sentences it peaks within 3 epochs (the best step is kept).
 DISTILL_VOCAB ?= 100000
 # The combined run draws each Wikipedia sentence half as often as the rest of the pool: the best STS-B dev of the
-# runs measured (85.40; over three seeds it ties with equal weights, 85.30 against 85.28; README, "weighting").
+# runs measured (85.40; over three seeds it ties with equal weights, 85.30 against 85.28; results/english.md).
 DISTILL_POOL_WEIGHTS ?= wikipedia-2015=0.5
 DISTILL_EPOCHS ?= $(if $(DISTILL_POOL),10,3)
 FLICKR_PAIRS := $(PSP_DATA)/paraphrase/en/flickr30k-captions/train.pairs.tsv.gz

@@ -8,7 +8,7 @@ encoders (LSTM, LSTM without output gate, BLSTM, GRAN; scrambling 0.3) and WORD,
 `--threads` threads (`--speed-sentences` STS sentences), parameters, training minutes, and STS-B dev before
 training (the random start) and after.
 
-    python bench/encoders.py                       # the README table (about 25-40 minutes on 2 busy cores)
+    python bench/encoders.py                       # results/encoders.md's table (about 25-40 minutes on 2 busy cores)
     python bench/encoders.py --rows word-mean,word-gran --pairs 5000 --recurrent-pairs 1000   # a quick look
 
 The recurrent rows start from word vectors, as the papers' did (PARAGRAM-SL999 there): by default the table

@@ -7,7 +7,7 @@ Each variant is `onnxruntime.quantization.quantize_dynamic` with some of the exp
 minimum), and sentences/s relative to the all-int8 variant; the variants are timed `--passes` times in turn, so a
 drift of the machine's speed spreads over all of them. Every variant is also written as OUT/<variant>/onnx/, the
 layout `psp prepare label --cache OUT/<variant> --backend onnx-int8` picks up, so its labels can be distilled and
-scored like any other (the README's student table).
+scored like any other (results/teachers-english.md's student table).
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
     return {"english": len(english), "labelled_now": labels.labelled_now, "teacher": labels.teacher}
 
 
-# Per-language flags on top of --init-rows-from (README, "the seven models"). Arabic's vocabulary shares the fewest
+# Per-language flags on top of --init-rows-from (results/languages.md). Arabic's vocabulary shares the fewest
 # pieces with English, and its English rows drift furthest: a pull back toward the English model keeps its English
 # STS within 3 points of the English model (STS-B dev +1.1 to +1.2) for a bitext dev change of +0.2 / -0.3 on the
 # two data sizes measured. For es the same pull ties on the bitext dev and costs Tatoeba 2.5 points, and es's
@@ -254,7 +254,7 @@ ENGLISH_ROWS_FLAGS = {"ar": ("--init-l2", "1e-5")}
 
 
 def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
-    """The `psp train` flags of one language (the defaults measured for bitext, see the README)."""
+    """The `psp train` flags of one language (the defaults measured for bitext, see results/languages.md)."""
     arguments = [
         "--data", str(folder / "data"), "--lang", code, "--output-dir", str(folder / "model"),
         "--init-std", "0.1", "--lr", "0.01",
@@ -382,7 +382,7 @@ def write_summary(out: Path, rows: list[dict]) -> None:
 
 
 def summary_markdown(rows: list[dict]) -> str:
-    """The table of the README: one row per language."""
+    """The table of results/languages.md: one row per language."""
 
     def number(value) -> str:
         return "—" if value is None else f"{value:.1f}"

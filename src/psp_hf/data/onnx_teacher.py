@@ -38,7 +38,7 @@ _FEED_FORWARD_OUTPUT = re.compile(r"/(?<!attention/)output/dense/|/ffn/lin2/|/ml
 # The int8 model must agree with the teacher at least this well (mean cosine over PROBE_SENTENCES) to label.
 MIN_INT8_AGREEMENT = 0.99
 # Checked once per export: varied registers and lengths, like a pool's. all-MiniLM-L6-v2's int8 model agrees at
-# 0.993 on them; all-mpnet-base-v2's at 0.86 (README, "A stronger teacher").
+# 0.993 on them; all-mpnet-base-v2's at 0.86 (results/teachers-english.md).
 PROBE_SENTENCES = (
     "A man is playing a guitar on the stage.",
     "Two children are running through a field of tall grass.",
@@ -143,7 +143,7 @@ def _quantize(source: Path, target: Path, keep_fp32: Sequence[str] | None = None
     if keep_fp32 is None:
         # Quantising that product's input (the first layer's GELU activations) on the fly is what costs the labels
         # most; keeping it exact brings them, and a student distilled from them, much closer to the fp32 teacher's
-        # for about an eighth of the speed (`bench/int8_variants.py`, README).
+        # for about an eighth of the speed (`bench/int8_variants.py`, results/teachers-english.md).
         keep_fp32 = first_feed_forward_output(onnx.load(os.fspath(source), load_external_data=False))
     # quantize_dynamic logs a generic "consider pre-processing" advice on the root logger for every model.
     root = logging.getLogger()
