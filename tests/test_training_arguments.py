@@ -74,11 +74,14 @@ def test_old_spellings_still_parse_and_are_the_hidden_ones():
 def test_a_rule_in_the_metadata_is_enforced_and_names_the_flag():
     @dataclass
     class WithWarmup(TrainingArguments):
-        warmup_steps: int = field(default=0, metadata=setting("warm-up steps", min=2, max=10, fixed_on_resume=True))
+        warmup_steps: int = field(
+            default=0, metadata=setting("warm-up steps", min=2, max=10, fixed_on_resume=True, old=("--warmup",))
+        )
         schedule: str = field(default="flat", metadata=setting("learning-rate schedule", choices=("flat", "cosine")))
 
     parser = argparse.ArgumentParser()
-    add_field_arguments(parser, WithWarmup)
+    hidden = {option for _action, options in add_field_arguments(parser, WithWarmup) for option in options}
+    assert {"--warmup", "--warmup_steps"} <= hidden and parser.parse_args(["--warmup", "4"]).warmup_steps == 4
     namespace = vars(parser.parse_args(["--warmup-steps", "1", "--data", "x.tsv", "-o", "out"]))
     with pytest.raises(PSPInputError, match=r"^--warmup-steps must be in \[2, 10\], got 1$"):
         WithWarmup(**{key: value for key, value in namespace.items() if value is not None}).validate()

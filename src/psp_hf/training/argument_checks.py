@@ -7,7 +7,7 @@ A field declares everything about itself once, where it is defined:
 
 `setting` accepts only the keys in `RULES`, so a misspelt rule fails at import instead of being ignored. The flags
 (`add_field_arguments`), the value checks (`check_rules`, `check_types`), the resume comparison and the model
-card read these keys; no list of field names is kept anywhere else.
+card read these keys, so no list of field names per rule is kept beside the fields.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def setting(help_text: str, **rules: Any) -> dict[str, Any]:
 
 
 def flag_name(name: str) -> str:
-    """The flag an error message names for field `name`: its first long alias, else `--name-with-dashes`."""
+    """`--name-with-dashes`: the flag of field `name` when its metadata gives no aliases."""
     return "--" + name.replace("_", "-")
 
 
@@ -178,7 +178,7 @@ def _add_field(parser: argparse.ArgumentParser, spec: dataclasses.Field, hint: A
     rules = spec.metadata
     kind, _optional, is_list = value_type(hint)
     shown = tuple(rules.get("aliases", ())) or (flag_name(spec.name),)
-    hidden = _spellings(shown, (flag_name(spec.name), "--" + spec.name))
+    hidden = _spellings(shown, (flag_name(spec.name), "--" + spec.name, *rules.get("old", ())))
     default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
     help_text = rules["help"]
     if default not in (None, "", []) and not rules.get("switch"):
