@@ -94,7 +94,7 @@ def test_encode_pools_on_one_thread_and_keeps_the_callers_count(
     np.testing.assert_array_equal(vectors, expected)
 
 
-def test_pooling_releases_the_gil_for_the_whole_call():
+def test_pooling_releases_the_gil():
     """With a switch interval longer than the test, another thread can only run while pooling has released the
     GIL: the helper makes no progress at all during a call that holds it, so no timing decides the outcome."""
     rng = np.random.default_rng(0)
