@@ -5,7 +5,8 @@ sentences, in fresh processes of five kinds: only psp_hf imported; torch importe
 count; `torch.set_num_threads(1)`; `torch.set_num_threads(2)`; transformers and sentence-transformers imported
 first. Beside them, the same folder through `SentenceTransformer(folder).encode` (its sentence-transformers
 layout, default arguments) and through transformers' `AutoModel` + `AutoTokenizer` (trust_remote_code, padded
-batches of 1024, as the README shows it; and with `output_token_embeddings=False`). Every kind runs `--rounds`
+batches of 1024, as the README shows it; and with `output_token_embeddings=False`), on a copy of the folder saved by
+this checkout (so that its remote code and layout are the current ones). Every kind runs `--rounds`
 times, one fresh process per kind per round, the kinds taking turns, so that load from other programs falls on
 all of them alike; each process warms up and then times `--repeats` encodes per thread count, alternating the
 counts. The table gives the median of all timed encodes of a kind and the spread of the per-process medians;
@@ -118,9 +119,18 @@ def measure(kind: str, folder: str, n_sentences: int, repeats: int) -> dict:
             seconds[threads].append(time.perf_counter() - start)
             cpu_seconds[threads].append(time.process_time() - cpu_start)
     torch = sys.modules.get("torch")
+    import numpy as np
+
+    import psp_hf
     from psp_hf.inference import pooling
 
+    # The same embeddings as psp's own encode (to float32 rounding), so that the rows compare like with like.
+    sample = sentences[:256]
+    got = run(sample, 1)
+    got = np.concatenate(got) if isinstance(got, list) else np.asarray(got)
+    difference = float(np.abs(got - psp_hf.load(folder).encode(sample)).max())
     return {
+        "max_difference": difference,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "torch_threads_before": threads_before,
@@ -169,7 +179,7 @@ def _rate(n: int, seconds: list[float]) -> float:
     return n / statistics.median(seconds)
 
 
-def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
+def encode_table(args: argparse.Namespace, kinds: list[str], resaved: str | None) -> list[str]:
     """Rows by kind and thread count. The other ways of encoding run with torch's default threads: they are
     compared with psp's fastest 2-thread kind (both on two cores), psp's kinds with the fastest psp kind at the
     same `num_threads`."""
@@ -179,7 +189,8 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
     notes: dict[str, dict] = {}
     for _ in range(args.rounds):
         for kind in kinds:
-            notes[kind] = _child(["--child", kind, args.model, str(args.sentences), str(args.repeats)])
+            folder = args.model if kind in PSP_KINDS else resaved
+            notes[kind] = _child(["--child", kind, folder, str(args.sentences), str(args.repeats)])
             for threads, seconds in notes[kind]["seconds"].items():
                 key = (kind, int(threads) if kind in PSP_KINDS else 0)
                 timings.setdefault(key, []).extend(seconds)
@@ -216,6 +227,11 @@ def encode_table(args: argparse.Namespace, kinds: list[str]) -> list[str]:
             f"{sum(cpu[(kind, threads)]) / sum(timings[(kind, threads)]):.2f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(
+        "Largest difference from psp's own embeddings (256 sentences): "
+        + ", ".join(f"{kind} {notes[kind]['max_difference']:.1e}" for kind in kinds)
+    )
     return lines
 
 
@@ -286,8 +302,16 @@ def main() -> None:
     parts = args.parts.split(",")
     print(f"model {args.model}; {args.sentences:,} STS sentences; {os.cpu_count()} cores; load before: {_load()}")
     kinds = (list(PSP_KINDS) if "processes" in parts else []) + (list(OTHER_KINDS) if "others" in parts else [])
-    if kinds:
-        print("\n" + "\n".join(encode_table(args, kinds)))
+    with tempfile.TemporaryDirectory(prefix="psp-bench-") as tmp:
+        resaved = None
+        if "others" in parts:
+            # The folder as this checkout writes it: the remote code and the sentence-transformers layout measured
+            # are the current ones, not those of the release that saved --model (same table and tokenizer).
+            from psp_hf import PSPEncoder
+
+            resaved = str(PSPEncoder.from_pretrained(args.model).save_pretrained(Path(tmp) / "model"))
+        if kinds:
+            print("\n" + "\n".join(encode_table(args, kinds, resaved)))
         print(f"\nload after the encode table: {_load()}")
     if "embed" in parts:
         print("\n" + "\n".join(embed_table(args)))

@@ -317,6 +317,10 @@ def test_bad_input_names_file_and_line(models_dir, tmp_path, capsys):
     assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--min-bleu", "5", "--max-bleu", "1")
     assert "range is empty" in capsys.readouterr().err
     code = run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--lm", str(tmp_path / "no-lm"))
+    assert code == 2 and f"--lm {tmp_path / 'no-lm'}: no such model folder" in capsys.readouterr().err  # at once
+    assert not (tmp_path / "p").exists()
+    (tmp_path / "not-an-lm").mkdir()  # there, but no language model: found out when filtering
+    code = run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--lm", str(tmp_path / "not-an-lm"))
     assert code == 2 and "psp: error: filtering" in capsys.readouterr().err
     assert (tmp_path / "p" / "translations.tsv").is_file()  # the translations are kept
     assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "q"), "--columns", "cs,en") == 2

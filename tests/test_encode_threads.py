@@ -95,7 +95,7 @@ def test_encode_pools_on_one_thread_and_keeps_the_callers_count(
     np.testing.assert_array_equal(vectors, expected)
 
 
-def test_pooling_releases_the_gil_for_the_whole_call():
+def test_pooling_releases_the_gil():
     """With a switch interval longer than the test, another thread can only run while pooling has released the
     GIL: the helper makes no progress at all during a call that holds it, so no timing decides the outcome."""
     rng = np.random.default_rng(0)
@@ -144,9 +144,10 @@ def test_without_the_runtime_only_a_one_thread_torch_pools(folder, torch_threads
 
 @pytest.mark.parametrize("mode", ["mean", "max", "sum"])
 def test_numpy_pooling_of_long_and_equal_length_bags_equals_embedding_bag(mode):
-    # Many bags of each length (the length groups) and bags far longer than numpy's pairwise-summation block.
+    # Many bags of each length (the length groups), bags far longer than numpy's pairwise-summation block, and a
+    # group too large for one gathered block (40 bags of 300 rows of 48 floats: more than _BLOCK_BYTES).
     rng = np.random.default_rng(5)
-    lengths = np.concatenate([rng.integers(0, 6, 500), rng.integers(100, 400, 20), [0, 1, 1000]])
+    lengths = np.concatenate([rng.integers(0, 6, 500), rng.integers(100, 400, 20), [0, 1, 1000], [300] * 40])
     rng.shuffle(lengths)
     flat = rng.integers(0, 300, size=int(lengths.sum()))
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)

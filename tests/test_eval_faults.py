@@ -253,3 +253,12 @@ def test_malformed_evaluation_files_name_file_and_line(data_dir):
     (folder / "tatoeba.deu-eng.eng").write_text("Hello\nBye\n", encoding="utf-8")
     with pytest.raises(PSPInputError, match=r"tatoeba.deu-eng.deu:2: not valid UTF-8"):
         eval_data.read_tatoeba(data_dir, "de")
+
+
+def test_a_deleted_manifest_is_warned_about(psp_folder, data_dir, tmp_path, capsys):
+    (data_dir / "MANIFEST.tsv").unlink()
+    output = tmp_path / "results.json"
+    assert main(_eval(psp_folder, data_dir, "-o", str(output))) == 0
+    err = capsys.readouterr().err
+    assert f"psp: warning: {data_dir}/MANIFEST.tsv is missing" in err
+    assert json.loads(output.read_text(encoding="utf-8"))["data"]["all_match_manifest"] is None

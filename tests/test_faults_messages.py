@@ -88,17 +88,17 @@ def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id)
 
 def test_sigterm_before_the_first_checkpoint_does_not_advise_resume(tmp_path, capsys):
     from psp_hf.training.checkpoint import CheckpointStore
-    from psp_hf.training.trainer import TrainingStopped, _stop_on_sigterm
+    from psp_hf.training.stopping import TrainingStopped, stop_on_sigterm
 
     store = CheckpointStore(tmp_path / "training")
     with pytest.raises(TrainingStopped):
-        _stop_on_sigterm(15, None, checkpoints=store)
+        stop_on_sigterm(15, None, checkpoints=store)
     err = capsys.readouterr().err
     assert "no checkpoint was written yet" in err and "continue with --resume" not in err
     store.training_dir.mkdir()
     store.pointer.write_text('{"format": 2, "folder": "checkpoint-1"}')
     with pytest.raises(TrainingStopped):
-        _stop_on_sigterm(15, None, checkpoints=store)
+        stop_on_sigterm(15, None, checkpoints=store)
     assert "continue with --resume" in capsys.readouterr().err
 
 

@@ -326,3 +326,35 @@ def test_embed_dataset_workers_stop_with_their_parent(tmp_path, model, sig):
     if sig == "SIGTERM":
         assert parent.returncode == 128 + signal.SIGTERM
         assert not list(out.glob(".*.tmp")) if out.exists() else True  # their temporaries removed
+
+
+# ------------------------------------------------------------------------------------------ psp prepare
+def _german_english(path: Path, n: int = 60) -> Path:
+    import random
+
+    german = "der die das ein mann frau kind hund katze läuft spielt sitzt im auf dem strand park fluss und mit"
+    rng = random.Random(0)
+    rows = ["de\ten"]
+    for _ in range(n):
+        words = " ".join(rng.choice(german.split()) for _ in range(6))
+        rows.append(f"der {words} ist schön\tthe dog runs in the park with a ball")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_prepare_bitext_with_the_wrong_language_writes_nothing_and_says_why(tmp_path):
+    data = _german_english(tmp_path / "de-en.tsv")
+    out = tmp_path / "out"
+    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", "--langid", str(data), "--out", str(out))
+    assert code == 2
+    line = one_error_line(err)
+    assert "no pairs left to write" in line and "language 60" in line and "--lang" in line
+    assert not out.exists()
+
+
+def test_prepare_of_a_header_only_file_is_an_error(tmp_path):
+    data = tmp_path / "de-en.tsv"
+    data.write_text("de\ten\n")
+    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "--out", str(tmp_path / "out"))
+    assert code == 2 and "no pairs left to write: 0 read" in one_error_line(err)
+    assert not (tmp_path / "out").exists()

@@ -228,3 +228,42 @@ def test_backtranslate_cuts_sources_longer_than_the_model_reads(tmp_path, transl
     code, err = _backtranslate(bitext, translation_models, tmp_path / "out", "--max-new-tokens", "8")
     assert code == 0, err
     assert len((tmp_path / "out" / "translations.tsv").read_text().splitlines()) >= 2
+
+
+# ------------------------------------------------------------------------------------------ full disks in training
+def test_a_full_disk_at_the_first_checkpoint_is_one_error_line(tmp_path, train_here, monkeypatch):
+    import errno
+
+    import torch
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", no_space)  # the optimizer and RNG files of the first checkpoint
+    data = english_pairs(tmp_path / "good.tsv", 40)
+    out = tmp_path / "run"
+    code, err = train_here(*small_run(data, None), "--output-dir", str(out), "--max-steps", "2")
+    assert code == 2
+    line = one_error_line(err)
+    assert "cannot write checkpoint" in line and "no earlier checkpoint exists" in line
+    assert not list((out / "training").glob(".checkpoint-tmp-*"))
+
+
+def test_a_full_disk_at_the_final_export_is_one_error_line(tmp_path, train_here, monkeypatch):
+    import errno
+
+    import safetensors.torch
+
+    real_save_file = safetensors.torch.save_file
+
+    def save_file(tensors, filename, *args, **kwargs):
+        if ".export-" in str(filename):  # the model folder written at the end, not the checkpoints
+            raise OSError(errno.ENOSPC, "No space left on device", str(filename))
+        return real_save_file(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+    data = english_pairs(tmp_path / "good.tsv", 40)
+    out = tmp_path / "run"
+    code, err = train_here(*small_run(data, None), "--output-dir", str(out), "--max-steps", "2")
+    assert code == 2 and "No space left on device" in one_error_line(err)
+    assert not list(out.glob(".export-*")) and not (out / "model.safetensors").exists()

@@ -23,17 +23,16 @@ from .inference.encoder_helpers import (
     sentence_list,
     word_cache_applies,
 )
-from .inference.encoder_types import check_model_save, embed_with_model, folder_needs_model, load_model_encoder
+from .inference.encoder_types import (
+    check_model_save,
+    embed_with_model,
+    folder_needs_model,
+    load_model_encoder,
+    new_model_encoder,
+)
 from .inference.piece_cache import WordPieceCache, split_plain
 from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
-from .persistence.model_folder import (
-    PSPSettings,
-    read_settings,
-    read_tokenizer,
-    read_weights,
-    resolve_model_path,
-    word_boundary_id,
-)
+from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 
 if TYPE_CHECKING:
     import torch
@@ -108,22 +107,7 @@ class PSPEncoder:
         **config_kwargs,
     ) -> PSPEncoder:
         """A new model with a randomly initialised table sized for `tokenizer`."""
-        PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
-        import torch
-
-        backend = private_backend(tokenizer.backend_tokenizer)
-        if config_kwargs.get("word_boundary_token_id") is None:
-            boundary = word_boundary_id(json.loads(backend.to_str()), backend)
-            config_kwargs["word_boundary_token_id"] = -1 if boundary is None else boundary
-        config = PSPConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=hidden_size,
-            pad_token_id=tokenizer.pad_token_id,
-            unk_token_id=tokenizer.unk_token_id,
-            **config_kwargs,
-        )
-        torch.manual_seed(seed)
-        return cls(PSPModel(config), tokenizer)
+        return new_model_encoder(cls, tokenizer, hidden_size, seed, **config_kwargs)
 
     @classmethod
     def from_pretrained(

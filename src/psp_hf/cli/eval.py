@@ -9,6 +9,7 @@ Heavy imports (numpy, torch, evaluate, scikit-learn) happen inside `run`, so `ps
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import flags
@@ -166,6 +167,12 @@ def run(args: argparse.Namespace) -> int:
     }
     report = build_report(evaluations, settings)
     modified = report["data"]["modified_files"]
+    if data_dir is not None and not os.path.isfile(os.path.join(data_dir, "MANIFEST.tsv")):
+        print(
+            f"psp: warning: {data_dir}/MANIFEST.tsv is missing: the data files read could not be checked against "
+            "their checksums (data.all_match_manifest is null in the JSON report)",
+            file=sys.stderr,
+        )
     if modified:
         print(
             f"psp: warning: {len(modified)} data file(s) differ from {report['data']['dir']}/MANIFEST.tsv: "

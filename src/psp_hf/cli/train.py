@@ -20,14 +20,12 @@ from . import flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of `psp train` (one per `TrainingArguments` field, plus --config)."""
-    from ..training.arguments import OLD_OUTPUT_SPELLINGS
+    """Flags of `psp train` (one per `TrainingArguments` field, `--no-X` beside each boolean, and --config)."""
     from ..training.arguments import add_arguments as add_training_arguments
 
-    add_training_arguments(parser)
-    for action in parser._actions:  # the one list of an argparse parser's arguments
-        if action.dest == "output_dir":
-            setattr(action, flags.HIDDEN, OLD_OUTPUT_SPELLINGS)
+    # Each field's other spellings (`--output-dir` beside `-o/--output`, `--batch_size`) parse but stay out of --help.
+    for action, hidden in add_training_arguments(parser):
+        setattr(action, flags.HIDDEN, hidden)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -208,6 +208,15 @@ def run_recipe(
             if bar is not None:
                 bar.close()
         filter_seconds = time.perf_counter() - started
+        if chain.pairs_out == 0:  # an empty dataset is no success (a header-only file, --lang fr on de-en data)
+            removed = ", ".join(
+                f"{stats.name} {stats.removed:,}" for stats in chain.stats if stats.enabled and stats.removed
+            )
+            raise PSPInputError(
+                f"no pairs left to write: {chain.pairs_in:,} read"
+                + (f", removed by {removed}" if removed else "")
+                + "; check the inputs and the options (--lang, --columns, the filters); nothing was written"
+            )
         seconds = {
             "filter_and_write": round(filter_seconds, 3),
             "filter_and_write_cpu": round(time.process_time() - started_cpu, 3),

@@ -84,7 +84,12 @@ def build_report(evaluations: Sequence[dict], settings: Mapping[str, Any]) -> di
         "data": {
             "dir": str(data_dir) if data_dir is not None else None,
             "files": checksums,
-            "all_match_manifest": all(item["matches_manifest"] for item in checksums.values()) if checksums else None,
+            # null when nothing could be checked (no MANIFEST.tsv): not a claim that the data differs.
+            "all_match_manifest": (
+                all(item["matches_manifest"] for item in checksums.values())
+                if any(item["matches_manifest"] is not None for item in checksums.values())
+                else None
+            ),
             # Files whose sha256 differs from MANIFEST.tsv's (files the manifest does not list are not counted).
             "modified_files": sorted(name for name, item in checksums.items() if item["matches_manifest"] is False),
         },

@@ -71,3 +71,28 @@ def check_model_save(torch_only: bool, quantize_to: str | None, dimensionality: 
 
 
 __all__ = ["check_model_save", "embed_with_model", "folder_needs_model", "load_model_encoder"]
+
+
+def new_model_encoder(cls, tokenizer, hidden_size: int, seed: int, **config_kwargs):
+    """`PSPEncoder.from_tokenizer`: a new transformers `PSPModel` with a random table sized for `tokenizer`."""
+    import json
+
+    from ..persistence.model_folder import word_boundary_id
+    from .encoder_helpers import modeling, private_backend
+
+    PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
+    import torch
+
+    backend = private_backend(tokenizer.backend_tokenizer)
+    if config_kwargs.get("word_boundary_token_id") is None:
+        boundary = word_boundary_id(json.loads(backend.to_str()), backend)
+        config_kwargs["word_boundary_token_id"] = -1 if boundary is None else boundary
+    config = PSPConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        pad_token_id=tokenizer.pad_token_id,
+        unk_token_id=tokenizer.unk_token_id,
+        **config_kwargs,
+    )
+    torch.manual_seed(seed)
+    return cls(PSPModel(config), tokenizer)

@@ -6,3 +6,8 @@
 - static_models.py: model2vec and sentence-transformers `StaticEmbedding` folders in and out, and
   static_loading.py: their public face (`psp_hf.load_static_model`, `psp_hf.from_model2vec`).
 """
+
+# What `PSPEncoder` reads a folder with; light (numpy, safetensors, tokenizers), so importing the package stays cheap.
+from .model_folder import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
+
+__all__ = ["PSPSettings", "read_settings", "read_tokenizer", "read_weights", "resolve_model_path", "word_boundary_id"]

@@ -36,7 +36,5 @@ def load_config_file(path: str | os.PathLike, fields: Collection[str]) -> dict[s
         name = str(key).replace("-", "_")
         if name not in fields:
             raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
-        if name == "data" and isinstance(value, str):
-            value = [value]
         result[name] = value
     return result

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PSPInputError
+from .argument_checks import setting
 
 if TYPE_CHECKING:  # torch is imported where it is used: `psp train --help` and argument parsing stay light
     import torch
@@ -31,49 +32,61 @@ INITIAL_TABLES = "initial_tables.safetensors"
 PULLED_ROWS = "pulled-rows"  # in INITIAL_TABLES: 1 for the first table's rows that --init-l2 pulls, 0 for the rest
 
 
-def _arg(help_text: str, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
-    return {"help": help_text, **({"choices": choices} if choices else {})}
-
-
 @dataclass
 class EncoderArguments:
     """The encoder, unit and objective settings of the ICLR 2016 / EMNLP 2017 / ParaNMT-50M papers."""
 
     encoder_type: str = field(
         default="psp",
-        metadata=_arg(
+        metadata=setting(
             "sentence encoder: psp (P-SP: mean of units), mean, max, projection (mean, then a learned linear "
             "map), lstm, lstm_no_output_gate, blstm, gran",
-            ENCODER_TYPES,
+            choices=ENCODER_TYPES,
+            fixed_on_resume=True,
         ),
     )
     units: str = field(
-        default="piece", metadata=_arg("units: sentencepiece pieces, whitespace words, character trigrams", UNITS)
+        default="piece",
+        metadata=setting(
+            "units: sentencepiece pieces, whitespace words, character trigrams", choices=UNITS, fixed_on_resume=True
+        ),
     )
-    min_count: int = field(default=1, metadata=_arg("--units word/trigram: keep units seen at least this often"))
+    min_count: int = field(
+        default=1,
+        metadata=setting("--units word/trigram: keep units seen at least this often", min=1, fixed_on_resume=True),
+    )
     combination: str = field(
-        default="none", metadata=_arg("add or concatenate a second encoder (with its own table)", COMBINATIONS)
+        default="none",
+        metadata=setting(
+            "add or concatenate a second encoder (with its own table)", choices=COMBINATIONS, fixed_on_resume=True
+        ),
     )
     second_encoder_type: str = field(
-        default="mean", metadata=_arg("--combination: the second encoder's type", ENCODER_TYPES[1:])
+        default="mean",
+        metadata=setting("--combination: the second encoder's type", choices=ENCODER_TYPES[1:], fixed_on_resume=True),
     )
-    second_units: str | None = field(default=None, metadata=_arg("--combination: its units (default: --units)", UNITS))
+    second_units: str | None = field(
+        default=None,
+        metadata=setting("--combination: its units (default: --units)", choices=UNITS, fixed_on_resume=True),
+    )
     scramble_rate: float = field(
-        default=0.0, metadata=_arg("shuffle the units of a training sentence with this probability (LSTMs: 0.3)")
+        default=0.0,
+        metadata=setting("shuffle the units of a training sentence with this probability (LSTMs: 0.3)", min=0, max=1),
     )
     negative_selection: str = field(
         default="megabatch",
-        metadata=_arg(
+        metadata=setting(
             "megabatch: hardest negative of the mega-batch; max: hardest of the mini-batch; mix: hardest of the "
             "mini-batch half of the time, a random one otherwise (ICLR 2016)",
-            NEGATIVE_SELECTIONS,
+            choices=NEGATIVE_SELECTIONS,
         ),
     )
     init_l2: float = field(
         default=0.0,
-        metadata=_arg(
+        metadata=setting(
             "lambda_w: L2 pull of the looked-up table rows toward their initial values (with --init-rows-from, "
-            "only the rows copied from that model)"
+            "only the rows copied from that model)",
+            min=0,
         ),
     )
 
@@ -83,24 +96,7 @@ class EncoderArguments:
 
     def validate_encoder_options(self) -> None:
         """Raise `PSPInputError` naming the flag when the encoder settings do not fit together."""
-        for name, allowed in (
-            ("encoder_type", ENCODER_TYPES),
-            ("units", UNITS),
-            ("combination", COMBINATIONS),
-            ("second_encoder_type", ENCODER_TYPES[1:]),
-            ("negative_selection", NEGATIVE_SELECTIONS),
-        ):
-            if getattr(self, name) not in allowed:
-                flag = name.replace("_", "-")
-                raise PSPInputError(f"--{flag} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
-        if self.second_units is not None and self.second_units not in UNITS:
-            raise PSPInputError(f"--second-units must be one of {', '.join(UNITS)}; got {self.second_units!r}")
-        if self.min_count < 1:
-            raise PSPInputError(f"--min-count must be at least 1, got {self.min_count}")
-        if not 0.0 <= self.scramble_rate <= 1.0:
-            raise PSPInputError(f"--scramble-rate must be in [0, 1], got {self.scramble_rate}")
-        if self.init_l2 < 0:
-            raise PSPInputError(f"--init-l2 must be >= 0, got {self.init_l2}")
+        # Choices and bounds are declared in the fields' metadata (`argument_checks.check_rules` checks them).
         second = self.second_units or self.units
         if self.combination != "none" and "piece" in (self.units, second) and self.units != second:
             raise PSPInputError("--combination: pieces combine with pieces only (words and trigrams share characters)")

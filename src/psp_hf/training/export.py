@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import PSPInputError
 from ..io import atomic_path
+from .arguments import PAIRS_ONLY
 from .checkpoint import EXPORT_PREFIX
 from .metrics_log import peak_rss_mb
 
@@ -101,22 +102,9 @@ def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> int:
     return 0
 
 
-# Settings that only matter to the margin loss on pairs (left off the card of a distillation-only model).
-PAIR_ONLY_SETTINGS = (
-    "kind",
-    "split",
-    "columns",
-    "data_config",
-    "lang",
-    "batch_size",
-    "megabatch_size",
-    "megabatch_anneal",
-    "negatives",
-    "margin",
-    "one_sided",
-    "pairs_seen",
-    "teacher_negative_threshold",
-)
+# Settings that only matter to the margin loss on pairs (left off the card of a distillation-only model): the fields
+# whose metadata says pairs_only, and the pair count.
+PAIR_ONLY_SETTINGS = (*PAIRS_ONLY, "pairs_seen")
 
 
 def finish_run(trainer) -> None:

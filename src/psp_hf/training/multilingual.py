@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
+from .argument_checks import setting
 from .distill import TeacherPool
 
 logger = logging.getLogger(__name__)
@@ -45,17 +46,13 @@ MULTILINGUAL_DEFAULT_TARGETS = "en"
 MULTILINGUAL_DEFAULT_MONO = "none"
 
 
-def _arg(help_text: str, *, choices: tuple[str, ...] | None = None) -> dict:
-    return {"help": help_text, **({"choices": choices} if choices else {})}
-
-
 @dataclass
 class MultilingualArguments:
     """The multilingual-distillation settings of `TrainingArguments` (see the module text)."""
 
     bitext_targets: str = field(
         default="auto",
-        metadata=_arg(
+        metadata=setting(
             "multilingual distillation: which teacher vectors a pair's sides learn: en (both sides learn "
             "teacher(English side)), same (each side learns the teacher's vector of itself), both (the mean of the "
             "two); auto: en for an English-only teacher, " + MULTILINGUAL_DEFAULT_TARGETS + " for a multilingual one",
@@ -64,20 +61,22 @@ class MultilingualArguments:
     )
     mono_data: list[str] = field(
         default_factory=list,
-        metadata=_arg(
+        metadata=setting(
             "monolingual text for multilingual distillation (one sentence a line, .gz ok; a multilingual "
-            "--teacher labels it): a batch of it joins every step, student(text) -> teacher(text)"
+            "--teacher labels it): a batch of it joins every step, student(text) -> teacher(text)",
+            fixed_on_resume=True,
         ),
     )
-    mono_weight: float = field(default=1.0, metadata=_arg("weight of the --mono-data distillation loss"))
+    mono_weight: float = field(default=1.0, metadata=setting("weight of the --mono-data distillation loss", min=0))
     mono_batch_size: int = field(
-        default=128, metadata=_arg("--mono-data sentences per training step (beside --batch-size pairs)")
+        default=128, metadata=setting("--mono-data sentences per training step (beside --batch-size pairs)", min=1)
     )
     dev_bitext: str | None = field(
         default=None,
-        metadata=_arg(
+        metadata=setting(
             "X-English pairs (TSV with a header '<lang>\\ten', .gz ok) that score checkpoints by mining accuracy "
-            "instead of pairs held back from --data (psp languages: the PUD sentences)"
+            "instead of pairs held back from --data (psp languages: the PUD sentences)",
+            fixed_on_resume=True,
         ),
     )
 
@@ -124,12 +123,6 @@ def card_settings(info: dict) -> dict:
 
 def validate_multilingual(args) -> None:
     """Raise `PSPInputError` naming the flag when the multilingual settings of `args` clash."""
-    if args.bitext_targets not in BITEXT_TARGETS:
-        raise PSPInputError(f"--bitext-targets must be one of {', '.join(BITEXT_TARGETS)}; got {args.bitext_targets!r}")
-    if args.mono_weight < 0:
-        raise PSPInputError(f"--mono-weight must be >= 0, got {args.mono_weight}")
-    if args.mono_batch_size < 1:
-        raise PSPInputError(f"--mono-batch-size must be >= 1, got {args.mono_batch_size}")
     if (args.mono_data or args.bitext_targets in ("same", "both")) and not args.pair_distill():
         flag = "--mono-data" if args.mono_data else f"--bitext-targets {args.bitext_targets}"
         raise PSPInputError(

@@ -10,53 +10,14 @@ from pathlib import Path
 import torch
 
 from ..errors import PSPInputError
-from .arguments import DEV_SPLITS, TrainingArguments
+
+# RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
+from .arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
 from .checkpoint import CheckpointStore, TrainState
 from .metrics_log import MetricsLog
 from .miner import make_miner
 
 logger = logging.getLogger(__name__)
-
-# Settings that cannot change between a run and its resumption (they change the data order or the model).
-RESUME_FIXED = (
-    "data",
-    "data_config",
-    "split",
-    "columns",
-    "kind",
-    "lang",
-    "shuffle_buffer",
-    "tokenizer",
-    "vocab_size",
-    "tokenizer_sentences",
-    "lowercase",
-    "dim",
-    "batch_size",
-    "megabatch_size",
-    "megabatch_anneal",
-    "negatives",
-    "seed",
-    "teacher_cache",
-    "teacher",
-    "dev_pairs",
-    "init_rows_from",
-    "distill_batch_size",
-    "pool_weights",
-    "mono_data",  # the monolingual stream's passes are over this text: another would change its order
-    "dev_bitext",
-    "init",
-    "init_std",
-    "init_vectors",
-    "teacher_model",
-    "piece_weights",
-    "skip_bad_lines",
-    "encoder_type",
-    "units",
-    "min_count",
-    "combination",
-    "second_encoder_type",
-    "second_units",
-)
 
 
 def check_output_dir(output_dir: Path) -> None:

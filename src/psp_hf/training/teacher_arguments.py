@@ -20,10 +20,6 @@ def validate_teacher_settings(args) -> None:
         args.teacher_cache = str(Path(args.output_dir) / "training" / "teacher-labels")
     if args.dev == "bitext" and args.resolved_kind() != "bitext":
         raise PSPInputError("--dev bitext holds back pairs of X-English bitext: it needs --lang xx")
-    if args.distill_weight < 0 or args.margin_weight < 0:
-        raise PSPInputError(
-            f"--distill-weight and --margin-weight must be >= 0, got {args.distill_weight}, {args.margin_weight}"
-        )
     if args.distill_weight > 0 and not args.teacher_cache:
         raise PSPInputError("--distill-weight needs --teacher-cache (a folder made by psp prepare label)")
     if args.teacher_cache and not args.teacher and not Path(args.teacher_cache).is_dir():
@@ -46,10 +42,6 @@ def validate_teacher_settings(args) -> None:
     if args.teacher_negative_threshold is not None:
         if not args.teacher_cache:
             raise PSPInputError("--teacher-negative-threshold needs --teacher-cache (the teacher's vectors)")
-        if not -1.0 <= args.teacher_negative_threshold <= 1.0:
-            raise PSPInputError(
-                f"--teacher-negative-threshold is a cosine in [-1, 1], got {args.teacher_negative_threshold}"
-            )
         if args.pair_distill():
             raise PSPInputError(
                 "--teacher-negative-threshold needs teacher vectors of both sides; in multilingual distillation "

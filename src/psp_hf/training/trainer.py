@@ -43,23 +43,9 @@ from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm
 from .run_setup import RunSetup
+from .stopping import TrainingStopped, in_main_thread, stop_on_sigterm
 
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-
-
-class TrainingStopped(SystemExit):
-    """Raised in the main thread by SIGTERM, so that `finally` blocks remove the run's temporaries."""
-
-
-def _stop_on_sigterm(signum, frame, checkpoints=None) -> None:
-    # --resume needs a complete checkpoint: before the first one, the advice is to start again.
-    if checkpoints is None or checkpoints.exists():
-        advice = "continue with --resume"
-    else:
-        advice = "no checkpoint was written yet; run the same command again (without --resume) to start over"
-    # A signal handler writes directly: logging takes locks that the interrupted code may hold.
-    print(f"psp train: stopped by SIGTERM; {advice}", file=sys.stderr, flush=True)
-    raise TrainingStopped(128 + signum)
 
 
 class Trainer(RunSetup):
@@ -70,8 +56,8 @@ class Trainer(RunSetup):
 
     def train(self) -> Path:
         """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
-        handler = functools.partial(_stop_on_sigterm, checkpoints=self.checkpoints)
-        previous = signal.signal(signal.SIGTERM, handler) if _in_main_thread() else None
+        handler = functools.partial(stop_on_sigterm, checkpoints=self.checkpoints)
+        previous = signal.signal(signal.SIGTERM, handler) if in_main_thread() else None
         try:
             return self._train()
         except OSError as error:
@@ -441,12 +427,6 @@ class Trainer(RunSetup):
             return [position]
         gathered = self.accelerator.gather(torch.tensor([position], device=self.device))
         return [int(value) for value in gathered.cpu().tolist()]
-
-
-def _in_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def train(args: TrainingArguments, data=None) -> Path:
