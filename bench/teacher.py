@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.teachers.onnx import OnnxTeacher
 
     sentences = read_corpus(args.pool)[: args.sentences] if args.pool else multilingual_sample(args.multilingual)
+    # Each sentence's language, for the per-language agreement of --multilingual (the sample is in LANGUAGES order).
+    language_of = {} if args.pool else {s: LANGUAGES[i // args.multilingual] for i, s in enumerate(sentences)}
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
     sentences.sort(key=lambda s: (len(s), s))
     backends = args.backends.split(",")
@@ -119,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu_s_per_1000": 1000 * cpu / len(sentences),
                     "mean_cosine": float(cosines.mean()),
                     "min_cosine": float(cosines.min()),
+                    "mean_cosine_by_language": {
+                        lang: float(cosines[[language_of.get(s) == lang for s in sentences]].mean())
+                        for lang in LANGUAGES
+                        if language_of
+                    },
                 }
             )
             print(f"{backend}: {rows[-1]['sentences_per_s']:.0f} sentences/s", file=sys.stderr, flush=True)
@@ -136,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['sentences_per_s'] / base['sentences_per_s']:.2f}x | {row['cpu_s_per_1000']:.1f} | "
             f"{row['mean_cosine']:.4f} / {row['min_cosine']:.4f} |"
         )
+    if language_of and len(rows) > 1:
+        print(f"\n| backend | mean cosine to {base['backend']}: " + " | ".join(LANGUAGES) + " |")
+        print("|---" * (len(LANGUAGES) + 1) + "|")
+        for row in rows[1:]:
+            cells = " | ".join(f"{row['mean_cosine_by_language'][lang]:.4f}" for lang in LANGUAGES)
+            print(f"| {row['backend']} | {cells} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0
