@@ -140,7 +140,7 @@ class PSPModel(PSPPreTrainedModel):
         self.post_init()
 
     @torch.no_grad()
-    def _dequantize_table(self) -> None:
+    def dequantize_table(self) -> None:
         """Scale an int8-stored table's rows once after loading (scales become 1, so it is done only once)."""
         self._table_dequantized = True
         scales = getattr(self, "table_scales", None)
@@ -215,7 +215,7 @@ class PSPModel(PSPPreTrainedModel):
     def embed(self, flat_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """Sentence embeddings of `(flat_ids, offsets)` bags, applying the unknown-piece rule if configured."""
         if not self._table_dequantized:
-            self._dequantize_table()
+            self.dequantize_table()
         if not self.config.light_path:
             parts = []
             for index in range(self.stream_count):
@@ -264,7 +264,7 @@ class PSPModel(PSPPreTrainedModel):
             offsets[1:] = torch.cumsum(lengths, 0)[:-1]
             if output_token_embeddings and self.config.light_path:
                 if not self._table_dequantized:
-                    self._dequantize_table()
+                    self.dequantize_table()
                 # Zeros, then the real pieces' rows: about half the time of looking up every padded position
                 # and multiplying by the mask (most of a padded batch is padding; the tensor is the cost).
                 weight = self.embeddings.weight

@@ -58,17 +58,22 @@ class PSPEncoder:
     unknown rule: they get the unknown piece's embedding, like a sentence made only of unknown pieces.
     """
 
-    def __init__(self, model: PSPModel | None = None, tokenizer: PreTrainedTokenizerFast | None = None):
+    def __init__(
+        self,
+        model: PSPModel | None = None,
+        tokenizer: PreTrainedTokenizerFast | None = None,
+        folder: Path | None = None,
+    ):
         if model is None or tokenizer is None:
             raise TypeError("PSPEncoder(model, tokenizer) needs both; use psp_hf.load(folder) to load a folder")
         backend = private_backend(tokenizer.backend_tokenizer)
-        self._setup(PSPSettings.from_config(model.config), backend, tokenizer_size=len(tokenizer))
+        self._setup(PSPSettings.from_config(model.config), backend, tokenizer_size=len(tokenizer), folder=folder)
         self._torch_only = not getattr(model.config, "light_path", True)  # LSTM, GRAN, ...: through the model
         if getattr(model.config, "word_boundary_token_id", None) is None:
             # Older configs lack it; the remote code must apply the same rule as encode().
             model.config.word_boundary_token_id = self.settings.word_boundary_token_id
-        if hasattr(model, "_dequantize_table"):  # a model loaded from an int8 folder holds integers until scaled
-            model._dequantize_table()
+        if hasattr(model, "dequantize_table"):  # a model loaded from an int8 folder holds integers until scaled
+            model.dequantize_table()
         self._model = model.eval()
         self._tokenizer = tokenizer
 

@@ -44,9 +44,7 @@ def load_model_encoder(cls, folder: Path):
     finally:
         if bar:
             hf_logging.enable_progress_bar()
-    encoder = cls(model, PreTrainedTokenizerFast.from_pretrained(folder))
-    encoder._folder = folder
-    return encoder
+    return cls(model, PreTrainedTokenizerFast.from_pretrained(folder), folder=folder)
 
 
 def embed_with_model(model, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

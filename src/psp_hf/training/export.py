@@ -117,7 +117,7 @@ def finish_run(trainer) -> None:
         best = trainer.training_dir / "best.safetensors"
         kept_best = args.keep == "best" and best.is_file()
         kept = f"best (step {state.best_step})" if kept_best else f"last (step {state.step})"
-        encoder = trainer._cpu_encoder()
+        encoder = trainer.cpu_encoder()
         if kept_best:
             encoder = encoder_with_weights(encoder, best)
         if trainer.projection is not None:

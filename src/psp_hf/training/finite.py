@@ -41,7 +41,7 @@ def check_run_finite(trainer, loss: float | None = None, norm: float | None = No
         if not (math.isfinite(loss_sum) and math.isfinite(norm_sum)):
             problem = f"the loss is {loss_sum}" if not math.isfinite(loss_sum) else f"the gradient norm is {norm_sum}"
         else:
-            bad = nonfinite_parameter(trainer._trainable())
+            bad = nonfinite_parameter(trainer.trainable())
             if bad is not None:
                 problem = f"trainable parameter {bad} holds NaN or infinite values"
     if problem is None:

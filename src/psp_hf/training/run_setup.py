@@ -170,7 +170,7 @@ class RunSetup:
         if self.dev_split is not None:
             from ..evaluation import sts_dev_score
 
-            sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
+            sts_dev_score(self.cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
 
     def _scan_bitext(self) -> set[int]:
         """One pass over the bitext: the dev pairs to hold back and, for distillation, the English sides' labels."""
@@ -222,10 +222,10 @@ class RunSetup:
         if self.bitext_dev is not None:
             from .bitext_teacher import mining_accuracy
 
-            return mining_accuracy(self._cpu_encoder(), self.bitext_dev)
+            return mining_accuracy(self.cpu_encoder(), self.bitext_dev)
         from ..evaluation import sts_dev_score
 
-        return sts_dev_score(self._cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
+        return sts_dev_score(self.cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
 
     def _check_folder(self) -> bool:
         """Check --output and --resume against what is there, clear stale temporaries; True when resuming."""
@@ -327,7 +327,7 @@ class RunSetup:
         configure_training_encoder(module, args, self.training_dir, resuming, pulled_rows=copied_rows)
         self.encoder_module = self.accelerator.prepare(module)
         self.encoder_module.train()
-        table, *others = self._trainable()
+        table, *others = self.trainable()
         self.optimizers = [
             self.accelerator.prepare(optimizer) for optimizer in make_optimizers(table, others, args.lr, self.sparse)
         ]
@@ -339,7 +339,7 @@ class RunSetup:
         # NCCL cannot all-reduce sparse tensors; gloo (CPU processes) can.
         return not (self.world_size > 1 and self.device.type == "cuda")
 
-    def _trainable(self) -> list[torch.nn.Parameter]:
+    def trainable(self) -> list[torch.nn.Parameter]:
         """The table first, then the other trainable parameters (piece weights if learned, the projection)."""
         table = self.model.embeddings.weight
         others = [p for p in self.model.parameters() if p is not table and p.requires_grad]
@@ -347,7 +347,7 @@ class RunSetup:
             others += list(self.projection.parameters())
         return [table, *others]
 
-    def _cpu_encoder(self):
+    def cpu_encoder(self):
         from ..encoder import PSPEncoder
         from ..modeling import PSPModel
 

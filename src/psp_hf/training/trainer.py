@@ -290,7 +290,7 @@ class Trainer(RunSetup):
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         self.accelerator.backward(loss)
-        norm = clip_grad_norm(self._trainable(), args.grad_clip)
+        norm = clip_grad_norm(self.trainable(), args.grad_clip)
         for optimizer in self.optimizers:
             optimizer.step()
         return (
