@@ -120,7 +120,7 @@ class PSPEncoder:
     ) -> PSPEncoder:
         """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle).
 
-        model2vec and sentence-transformers `StaticEmbedding` folders load too (see `psp_hf.static_models`).
+        model2vec and sentence-transformers `StaticEmbedding` folders load too (see `psp_hf.persistence.static_models`).
         """
         path = resolve_model_path(id_or_path, revision=revision, token=token)
         try:
@@ -167,8 +167,8 @@ class PSPEncoder:
         Config (with auto_map), safetensors weights, tokenizer, remote code, the sentence-transformers modules.
         No model card: write one with `psp_hf.hub.card.write_model_card(directory, encoder, language, ...)`.
 
-        Smaller folders (`psp_hf.smaller_tables`): `dimensionality` keeps that many principal components of the
-        table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
+        Smaller folders (`psp_hf.persistence.smaller_tables`): `dimensionality` keeps that many principal components
+        of the table, `quantize_to` ("float16", or "int8" with a scale per row) stores it in fewer bytes; quantised
         folders have no sentence-transformers layout (use `psp export --format model2vec` for one).
         """
         from .persistence.smaller_tables import check_table_options
@@ -376,8 +376,8 @@ class PSPEncoder:
         runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
         `num_threads` > 1 shares the batches between that many threads (some tokenize and hand batches to the
-        others, which pool them; see `psp_hf.batches.run_batches`); each batch writes its own rows, so the result
-        is the same for any count.
+        others, which pool them; see `psp_hf.inference.batches.run_batches`); each batch writes its own rows, so the
+        result is the same for any count.
         """
         from .quantization import check_precision, check_truncate_dim
 

@@ -104,7 +104,7 @@ def pool_bags_fast(
 
     Both give the same numbers for mean, max and sum (torch's embedding_bag adds each bag's rows in order, as
     the numpy code does); weighted means may differ in the last bit. torch runs on the calling thread only
-    (see `psp_hf.intra_op`), and releases the GIL for the whole call: threads pooling side by side overlap.
+    (see `psp_hf.inference.intra_op`), and releases the GIL for the whole call: threads pooling side by side overlap.
     """
     prepare_bulk(BULK_SENTENCES if len(flat_ids) >= BULK_PIECES else 0)
     torch = sys.modules.get("torch")
