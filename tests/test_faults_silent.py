@@ -352,6 +352,16 @@ def test_prepare_bitext_with_the_wrong_language_writes_nothing_and_says_why(tmp_
     assert not out.exists()
 
 
+def test_prepare_bitext_without_langid_warns_when_the_text_is_another_language(tmp_path):
+    data = _german_english(tmp_path / "de-en.tsv")
+    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", str(data), "--out", str(tmp_path / "fr"))
+    assert code == 0 and (tmp_path / "fr").is_dir()  # a warning, not an error: langid was not asked for
+    warning = [line for line in err.splitlines() if "does not look like" in line]
+    assert len(warning) == 1 and "read as fr does not look like it" in warning[0] and "finds de" in warning[0]
+    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "--out", str(tmp_path / "de"))
+    assert code == 0 and "does not look like" not in err
+
+
 def test_prepare_of_a_header_only_file_is_an_error(tmp_path):
     data = tmp_path / "de-en.tsv"
     data.write_text("de\ten\n")

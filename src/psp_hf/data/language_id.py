@@ -21,6 +21,7 @@ predicted language is langid's except for exact near-ties.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -115,3 +116,25 @@ class LanguageIdentifier:
 def shared_identifier(languages: tuple[str, ...] | None = None) -> LanguageIdentifier:
     """A `LanguageIdentifier` per candidate set, built once per process."""
     return LanguageIdentifier(languages)
+
+
+# Below this share of a sample in the declared language, with another language holding the majority, the sample is
+# taken to be in that other language (short or noisy sentences leave some rows misidentified, never most of them).
+MIN_DECLARED_SHARE = 0.3
+
+
+def language_mismatch(texts: Sequence[str], language: str) -> str | None:
+    """What language ID finds instead of `language` in `texts` ("finds de for 95% and fr for 0%"), or None when they
+    look like `language` (or language ID does not know it)."""
+    identifier = shared_identifier()
+    if not texts or language not in identifier.languages:
+        return None
+    found = Counter(identifier.classify(list(texts)))
+    top, top_count = found.most_common(1)[0]
+    share = found[language] / len(texts)
+    if top == language or share >= MIN_DECLARED_SHARE or top_count / len(texts) <= 0.5:
+        return None
+    return (
+        f"language ID on {len(texts)} sentences finds {top} for {100 * top_count / len(texts):.0f}% and {language} "
+        f"for {100 * share:.0f}%"
+    )

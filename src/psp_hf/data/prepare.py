@@ -210,6 +210,7 @@ def prepare_bitext(
         steps=steps,
         sides=(lang, "en"),
         languages=[lang, "en"],
+        declared_languages=None if langid else (lang, "en"),
         options={
             "lang": lang,
             "langid": langid,

@@ -17,6 +17,7 @@ distinct pair kept) and, when shuffling, one shard's rows at the end.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -34,6 +35,8 @@ from .filters import DropDuplicates, FilterChain, FilterStep, Normalize, Overlap
 from .readers import BadLines, PairLayout, PairReader
 from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, write_report
 from .shards import ShardWriter, estimate_num_shards
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,6 +58,26 @@ class Recipe:
     needs_score: bool = False
     computes_score: bool = False
     keeps_overlap: bool = False
+    # Languages the two sides are declared to be in, checked by language ID on the first rows when no langid step
+    # filters them (a warning: de-en bitext prepared as --lang fr would otherwise pass in silence).
+    declared_languages: tuple[str, str] | None = None
+
+
+def _warn_on_other_language(first: Sequence[str], second: Sequence[str], languages: tuple[str, str]) -> None:
+    """A loud warning when language ID on the first rows finds another language than the declared one."""
+    try:
+        from .language_id import language_mismatch
+    except ImportError:  # language ID comes with the data extra
+        return
+    for texts, language in zip((first, second), languages, strict=True):
+        mismatch = language_mismatch([text for text in texts[:200] if text.strip()], language)
+        if mismatch:
+            logger.warning(
+                "psp prepare: warning: the side read as %s does not look like it: %s; check --lang and --columns "
+                "(or pass --langid to drop the pairs in another language)",
+                language,
+                mismatch,
+            )
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -194,7 +217,9 @@ def run_recipe(
             bar = tqdm(unit=" pairs", desc=f"prepare {recipe.kind}", file=sys.stderr)
         started, started_cpu = time.perf_counter(), time.process_time()
         try:
-            for first, second, score in _batches(readers, batch_size, limit):
+            for number, (first, second, score) in enumerate(_batches(readers, batch_size, limit)):
+                if number == 0 and recipe.declared_languages:
+                    _warn_on_other_language(first, second, recipe.declared_languages)
                 batch = chain.apply(PairBatch.from_lists(first, second, score))
                 if len(batch):
                     writer.write(to_columns(batch))

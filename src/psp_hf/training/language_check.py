@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ..errors import PSPInputError
 
 SAMPLE_ROWS = 200
-# Below this share of the sample in the declared language, with another language holding the majority, the
-# declaration is refused (short or noisy sentences leave some rows misidentified, never most of them).
-MIN_DECLARED_SHARE = 0.3
 
 
 def _looks_like_language_code(name: str) -> bool:
@@ -41,27 +36,15 @@ def check_declared_language(source, lang: str | None, kind: str) -> None:
             f"--lang {lang}: the data's text columns are {columns[0]}, {columns[1]} ({'-'.join(columns)} "
             f"bitext); pass --lang {other}, or name the columns with --columns"
         )
-    from ..data.language_id import shared_identifier
+    from ..data.language_id import language_mismatch
 
-    identifier = shared_identifier()
-    if lang not in identifier.languages:
-        return  # language ID cannot tell; the column names were all there was to check
     first, second = _sample(source, SAMPLE_ROWS)
-    if not first:
-        return
-    expected = [(columns[0], first, lang)]
-    if kind == "bitext":
-        expected.append((columns[1], second, "en"))
-    else:
-        expected.append((columns[1], second, lang))
+    expected = [(columns[0], first, lang), (columns[1], second, "en" if kind == "bitext" else lang)]
     for column, texts, language in expected:
-        found = Counter(identifier.classify(texts))
-        top, top_count = found.most_common(1)[0]
-        share = found[language] / len(texts)
-        if top != language and share < MIN_DECLARED_SHARE and top_count / len(texts) > 0.5:
+        mismatch = language_mismatch(texts, language)
+        if mismatch:
             role = "the English side" if language == "en" and kind == "bitext" else f"--lang {lang}"
             raise PSPInputError(
-                f"--lang {lang}: column {column!r} of the data does not look like {language} ({role}): language ID "
-                f"on {len(texts)} sentences finds {top} for {100 * top_count / len(texts):.0f}% and {language} "
-                f"for {100 * share:.0f}%; check --lang (and --columns, --kind)"
+                f"--lang {lang}: column {column!r} of the data does not look like {language} ({role}): {mismatch}; "
+                "check --lang (and --columns, --kind)"
             )
