@@ -8,6 +8,25 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
+
+CORPUS = [
+    "A man is playing a guitar.",
+    "A woman is slicing an onion.",
+    "Two dogs run across the green field.",
+    "The children are playing football in the park.",
+    "Stocks fell sharply on Monday after the announcement.",
+    "She reads a book about ancient history.",
+    "A cat sleeps on the warm windowsill.",
+    "Der Hund läuft über die Straße.",
+]
+
+
+def tiny_tokenizer(folder: Path):
+    """The serve tests' tokenizer: 120 pieces trained on `CORPUS` (into `folder`/tok)."""
+    from psp_hf.tokenizer import train_tokenizer
+
+    return train_tokenizer(CORPUS * 20, vocab_size=120, output_dir=folder / "tok")
 
 
 class ServerThread:

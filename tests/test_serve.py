@@ -15,26 +15,15 @@ import numpy as np
 import pytest
 
 from psp_hf import PSPEncoder
-from psp_hf.tokenizer import train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx2 as httpx  # noqa: E402 - huggingface_hub's HTTP client, installed with it
-from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
+from serve_server import ServerThread, tiny_tokenizer  # noqa: E402 - tests/ holds the helper; it is not a package
 
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.batching import MicroBatcher  # noqa: E402
 from psp_hf.serve.requests import Limits  # noqa: E402
 
-CORPUS = [
-    "A man is playing a guitar.",
-    "A woman is slicing an onion.",
-    "Two dogs run across the green field.",
-    "The children are playing football in the park.",
-    "Stocks fell sharply on Monday after the announcement.",
-    "She reads a book about ancient history.",
-    "A cat sleeps on the warm windowsill.",
-    "Der Hund läuft über die Straße.",
-]
 SENTENCES = ["A cat sleeps.", "Dogs run in the park!", "Ünïcode wörds and 数字 too", "x"]
 KEY = "s3cret-key"
 
@@ -43,7 +32,7 @@ KEY = "s3cret-key"
 def models(tmp_path_factory) -> dict[str, PSPEncoder]:
     """Two tiny models of different widths, saved and loaded back as the server would load them."""
     folder = tmp_path_factory.mktemp("serve-models")
-    tokenizer = train_tokenizer(CORPUS * 20, vocab_size=120, output_dir=folder / "tok")
+    tokenizer = tiny_tokenizer(folder)
     loaded = {}
     for name, width, seed in (("tiny-a", 16, 3), ("tiny-b", 8, 5)):
         PSPEncoder.from_tokenizer(tokenizer, hidden_size=width, seed=seed).save_pretrained(folder / name)

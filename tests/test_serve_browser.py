@@ -11,25 +11,14 @@ from pathlib import Path
 import pytest
 
 from psp_hf import PSPEncoder
-from psp_hf.tokenizer import train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chromium import Chromium  # noqa: E402 - tests/ holds the helpers; it is not a package
-from serve_server import ServerThread  # noqa: E402
+from serve_server import CORPUS, ServerThread, tiny_tokenizer  # noqa: E402
 
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.index import load_index  # noqa: E402
 
-CORPUS = [
-    "A man is playing a guitar.",
-    "A woman is slicing an onion.",
-    "Two dogs run across the green field.",
-    "The children are playing football in the park.",
-    "Stocks fell sharply on Monday after the announcement.",
-    "She reads a book about ancient history.",
-    "A cat sleeps on the warm windowsill.",
-    "Der Hund läuft über die Straße.",
-]
 READ_RESULTS = """Array.from(document.querySelectorAll('#results li')).map((li) => ({
     text: li.querySelector('.text').firstChild.textContent,
     cosine: Number(li.querySelector('.cosine').textContent),
@@ -39,7 +28,7 @@ READ_RESULTS = """Array.from(document.querySelectorAll('#results li')).map((li) 
 @pytest.fixture(scope="module")
 def search_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve-page")
-    tokenizer = train_tokenizer(CORPUS * 20, vocab_size=120, output_dir=folder / "tok")
+    tokenizer = tiny_tokenizer(folder)
     encoder = PSPEncoder.from_tokenizer(tokenizer, hidden_size=16, seed=3)
     (folder / "sentences.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
     index = load_index(folder / "sentences.txt", encoder)

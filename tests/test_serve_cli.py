@@ -17,31 +17,19 @@ import pytest
 
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
-from psp_hf.tokenizer import train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_server import ServerThread  # noqa: E402 - tests/ holds the helper; it is not a package
+from serve_server import CORPUS, ServerThread, tiny_tokenizer  # noqa: E402 - tests/ holds the helper; it is not a package
 
 from psp_hf.cli.serve import parse_model_spec  # noqa: E402
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.index import load_index  # noqa: E402
 
-CORPUS = [
-    "A man is playing a guitar.",
-    "A woman is slicing an onion.",
-    "Two dogs run across the green field.",
-    "The children are playing football in the park.",
-    "Stocks fell sharply on Monday after the announcement.",
-    "She reads a book about ancient history.",
-    "A cat sleeps on the warm windowsill.",
-    "Der Hund läuft über die Straße.",
-]
-
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("serve-cli")
-    tokenizer = train_tokenizer(CORPUS * 20, vocab_size=120, output_dir=folder / "tok")
+    tokenizer = tiny_tokenizer(folder)
     PSPEncoder.from_tokenizer(tokenizer, hidden_size=16, seed=3).save_pretrained(folder / "model")
     return folder / "model"
 
