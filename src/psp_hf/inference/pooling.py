@@ -81,15 +81,21 @@ def prepare_bulk(n_sentences: int) -> None:
             import torch  # noqa: F401
 
 
-def torch_pools() -> bool:
-    """Whether `pool_bags_fast` pools with torch now: torch is loaded and its calls can be kept to one thread.
-
-    (Where torch's OpenMP runtime cannot be reached, torch pools only if the process runs it on one thread.)
-    """
+def _pooling_torch():
+    """`(torch, OpenMP runtime or None)` when torch pools now, else None: torch is loaded and its calls can be kept
+    to one thread (where the runtime cannot be reached, only if the process runs torch on one thread)."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return False
-    return intra_op.runtime(torch) is not None or torch.get_num_threads() == 1
+        return None
+    library = intra_op.runtime(torch)
+    if library is None and torch.get_num_threads() != 1:
+        return None
+    return torch, library
+
+
+def torch_pools() -> bool:
+    """Whether `pool_bags_fast` pools with torch now (see `_pooling_torch`)."""
+    return _pooling_torch() is not None
 
 
 def pool_bags_fast(
@@ -107,12 +113,10 @@ def pool_bags_fast(
     (see `psp_hf.inference.intra_op`), and releases the GIL for the whole call: threads pooling side by side overlap.
     """
     prepare_bulk(BULK_SENTENCES if len(flat_ids) >= BULK_PIECES else 0)
-    torch = sys.modules.get("torch")
-    if torch is None:
+    pooling = _pooling_torch()
+    if pooling is None:
         return pool_bags(table, flat_ids, offsets, piece_weights, mode, out)
-    library = intra_op.runtime(torch)
-    if library is None and torch.get_num_threads() != 1:
-        return pool_bags(table, flat_ids, offsets, piece_weights, mode, out)
+    torch, library = pooling
     with intra_op.OneThread(torch, library) if library is not None else contextlib.nullcontext():
         return _pool_with_torch(torch, table, flat_ids, offsets, piece_weights, mode, out)
 
