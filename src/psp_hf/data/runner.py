@@ -65,12 +65,13 @@ class Recipe:
 
 def _warn_on_other_language(first: Sequence[str], second: Sequence[str], languages: tuple[str, str]) -> None:
     """A loud warning when language ID on the first rows finds another language than the declared one."""
-    try:
-        from .language_id import language_mismatch
-    except ImportError:  # language ID comes with the data extra
-        return
+    from .language_id import language_mismatch
+
     for texts, language in zip((first, second), languages, strict=True):
-        mismatch = language_mismatch([text for text in texts[:200] if text.strip()], language)
+        try:
+            mismatch = language_mismatch([text for text in texts[:200] if text.strip()], language)
+        except ImportError:  # langid's model comes with the data extra; without it there is nothing to check with
+            return
         if mismatch:
             logger.warning(
                 "psp prepare: warning: the side read as %s does not look like it: %s; check --lang and --columns "
