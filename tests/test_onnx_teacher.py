@@ -168,3 +168,20 @@ def test_a_cache_refuses_labels_from_another_backend(tmp_path, exported):
     with pytest.raises(PSPInputError, match="backend onnx-int8.*backend torch.*or --backend onnx-int8"):
         cache.label(SENTENCES[3:], onnx_teacher, name="minilm", backend="torch")
     assert cache.label(SENTENCES, onnx_teacher, name="minilm", backend="onnx-int8") == 4
+
+
+def test_the_teachers_default_prompt_is_put_before_each_sentence(tmp_path):
+    # A folder's default prompt (e5's "query: ") is applied by sentence-transformers; the ONNX model must match.
+    prompted = load_teacher()
+    prompted.prompts = {"query": "query: "}
+    prompted.default_prompt_name = "query"
+    onnx_teacher = OnnxTeacher.from_sentence_transformer(prompted, tmp_path / "onnx", quantize=False, name="prompted")
+    assert onnx_teacher.prompt == "query: "
+    labels = onnx_teacher.encode(SENTENCES, batch_size=3)
+    reference = prompted.encode(SENTENCES, convert_to_numpy=True)
+    plain = prompted.encode(SENTENCES, convert_to_numpy=True, prompt="")
+    assert _cosines(labels, reference).min() > 0.9999
+    assert _cosines(labels, plain).min() < 0.999  # the prompt changes the rows: it was not dropped
+    prompted[1].include_prompt = False  # pooling without the prompt's tokens is not reproduced: refused
+    with pytest.raises(PSPInputError, match="include_prompt"):
+        OnnxTeacher.from_sentence_transformer(prompted, tmp_path / "onnx", quantize=False, name="prompted")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,24 @@ DEV_SPLITS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-@functools.cache
+_THREAD_METRICS = threading.local()
+
+
 def load_metric(name: str):
-    """One of the project's `evaluate` metric modules (`sts_correlation`, `bitext_mining`), loaded by path."""
+    """One of the project's `evaluate` metric modules (`sts_correlation`, `bitext_mining`), loaded by path.
+
+    One instance per thread: a module keeps the rows of the `compute` in progress on itself, so two threads
+    sharing one (two models evaluated side by side) would finalise each other's rows.
+    """
+    metrics = getattr(_THREAD_METRICS, "modules", None)
+    if metrics is None:
+        metrics = _THREAD_METRICS.modules = {}
+    if name not in metrics:
+        metrics[name] = _load_metric(name)
+    return metrics[name]
+
+
+def _load_metric(name: str):
     import evaluate
 
     path = Path(__file__).resolve().parent / "metrics" / f"{name}.py"

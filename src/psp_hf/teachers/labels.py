@@ -247,6 +247,25 @@ class TeacherCache:
         # Another process labelling into the same cache may take a number first: the next free one is used.
         return publish_new(self.directory, _chunk_name, index, lambda tmp: pq.write_table(table, tmp))
 
+    def write(self, sentences: Sequence[str], embeddings: np.ndarray, name: str, backend: str, chunk_size: int = 65536):
+        """Store finished labels (rows of `embeddings`, in `sentences`' order) under the teacher `name`.
+
+        For labels made elsewhere, e.g. `combine.combine_caches`; the cache refuses them if it holds another
+        teacher's.
+        """
+        if len(sentences) != len(embeddings):
+            raise ValueError(f"{len(sentences)} sentences but {len(embeddings)} embeddings")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.check_meta(name, embeddings.shape[1], backend)
+        if self.meta() is None:
+            self._write_meta(name, embeddings.shape[1], backend)
+        index = 1 + max((_chunk_number(path) for path in self.chunk_files()), default=-1)
+        for offset in range(0, len(sentences), chunk_size):
+            written = self._write_chunk(
+                index, list(sentences[offset : offset + chunk_size]), embeddings[offset : offset + chunk_size]
+            )
+            index = _chunk_number(written) + 1
+
     def label(
         self,
         sentences: Sequence[str],

@@ -91,6 +91,23 @@ def _teacher_parts(teacher) -> tuple[object, object, str, bool, int]:
     return teacher[0].model, teacher[0].tokenizer, mode, names[2:] == ["Normalize"], int(teacher.max_seq_length)
 
 
+def default_prompt(teacher) -> str:
+    """The text `teacher.encode` puts before each sentence when no prompt is asked for ("" for none).
+
+    sentence-transformers applies a folder's `default_prompt_name` (config_sentence_transformers.json) on its
+    own; the ONNX model must too, or its labels are another teacher's. Pooling that leaves the prompt's tokens
+    out (`include_prompt: false`) is not reproduced here, so it is refused.
+    """
+    name = getattr(teacher, "default_prompt_name", None)
+    prompt = (getattr(teacher, "prompts", None) or {}).get(name, "") if name else ""
+    if prompt and not getattr(teacher[1], "include_prompt", True):
+        raise PSPInputError(
+            f"the teacher's default prompt {prompt!r} is left out of its pooling (include_prompt: false), which the "
+            "ONNX teacher backend does not reproduce; use --backend torch"
+        )
+    return prompt
+
+
 def _export(model, tokenizer, path: Path, attention: str | None = "eager") -> None:
     """Export `model`'s last hidden state to `path`, traced with `attention` (None: the model's own setting)."""
     import torch
@@ -193,6 +210,7 @@ class OnnxTeacher:
         max_length: int = 256,
         threads: int = 1,
         dim: int | None = None,
+        prompt: str = "",
     ):
         import onnxruntime
 
@@ -211,6 +229,7 @@ class OnnxTeacher:
         self.max_length = max_length
         self.threads = threads
         self.dim = dim
+        self.prompt = prompt  # the teacher's default prompt (e.g. e5's "query: "), put before every sentence
 
     @classmethod
     def from_sentence_transformer(
@@ -245,8 +264,11 @@ class OnnxTeacher:
             _quantize(fp32, path)
             known = {}  # a new int8 model: its agreement is measured again
         dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
-        onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim)
+        prompt = default_prompt(teacher)
+        onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim, prompt=prompt)
         info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
+        if prompt:
+            info["prompt"] = prompt
         if quantize:
             agreement = known.get("int8_agreement") if known.get("teacher") == name else None
             if agreement is None:
@@ -277,9 +299,8 @@ class OnnxTeacher:
         return self.dim
 
     def _batch(self, sentences: Sequence[str]) -> np.ndarray:
-        encoded = self.tokenizer(
-            list(sentences), padding=True, truncation=True, max_length=self.max_length, return_tensors="np"
-        )
+        texts = [self.prompt + sentence for sentence in sentences] if self.prompt else list(sentences)
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
         ids = encoded["input_ids"].astype(np.int64)
         feed = {
             name: encoded[name].astype(np.int64) if name in encoded else np.zeros_like(ids) for name in self.input_names

@@ -1,0 +1,102 @@
+"""Two or more teachers as one: their label caches combined row by row into a new cache.
+
+An ensemble of teachers costs no labelling of its own: each teacher labels the pool once (`psp prepare label`),
+and the combined targets are made from the caches.
+
+- ``concat``: each teacher's row L2-normalised, the rows concatenated and scaled by 1/sqrt(k) (unit norm, and the
+  cosine of two combined rows is the mean of the teachers' cosines). Wider than a student's table: training
+  learns the map to it, as for any teacher wider than `--dim`.
+- ``mean``: the average of the L2-normalised rows, normalised again (one width, each teacher's direction weighted
+  equally).
+
+With ``center=True`` each teacher's rows first lose their mean (over the sentences combined) and are normalised
+again; with one input that is all that is done. A teacher whose embeddings share a large common direction
+(multilingual-e5: unrelated sentences at cosine 0.7-0.8) otherwise spends the cosine loss on that direction, and
+`--teacher-negative-threshold` reads its cosines as near-paraphrases.
+
+Only sentences every cache holds are combined. The new cache records the pool of the first input (so
+`--pool-weights` still finds each sentence's source) and the sum of the inputs' labelling times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PSPInputError
+from .labels import CORPUS_REPORT, META_FILE, TeacherCache
+
+logger = logging.getLogger(__name__)
+
+HOW = ("concat", "mean")
+
+
+def _centered(matrix: np.ndarray) -> np.ndarray:
+    return _unit_rows(matrix - matrix.mean(axis=0, keepdims=True))
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-12)
+
+
+def combine_caches(
+    inputs: Sequence[str | os.PathLike],
+    output: str | os.PathLike,
+    how: str = "concat",
+    name: str | None = None,
+    center: bool = False,
+) -> tuple[int, int]:
+    """Write the combination `how` of the label caches `inputs` to the cache `output`; returns (rows, dim)."""
+    if how not in HOW:
+        raise PSPInputError(f"how={how!r}: choose one of {', '.join(HOW)}")
+    if len(inputs) < (1 if center else 2):
+        raise PSPInputError(f"combining teachers needs two or more label caches, got {len(inputs)}")
+    caches = [TeacherCache(path) for path in inputs]
+    metas = []
+    for cache in caches:
+        meta = cache.meta()
+        if meta is None:
+            raise PSPInputError(f"{cache.directory}: no {META_FILE}; label the pool with this teacher first")
+        metas.append(meta)
+    out = TeacherCache(output)
+    if out.chunk_files():
+        raise PSPInputError(f"{out.directory} already holds labels; give an empty or new folder")
+    sentences, first = caches[0].load()
+    keep = set(sentences)
+    for cache in caches[1:]:
+        keep &= cache.labelled_sentences()
+    # Each cache is keyed by sentence; later rows win on lookup, as in `TeacherCache.load`.
+    order = list(dict.fromkeys(s for s in sentences if s in keep))
+    if not order:
+        raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
+    parts = [(_centered if center else _unit_rows)(cache.load(order)[1]) for cache in caches]
+    if len(parts) == 1:
+        combined = parts[0]
+    elif how == "concat":
+        combined = np.concatenate(parts, axis=1) / np.sqrt(len(parts))
+    else:
+        combined = _unit_rows(np.mean(parts, axis=0))
+    label = name or f"{how if len(parts) > 1 else 'center'}({'+'.join(str(meta.get('teacher')) for meta in metas)})"
+    out.write(order, combined.astype(np.float32), name=label, backend="+".join(m.get("backend", "?") for m in metas))
+    meta_path = out.directory / META_FILE
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["parts"] = [{"cache": os.fspath(Path(c.directory).resolve()), **m} for c, m in zip(caches, metas, strict=True)]
+    meta["centered"] = center
+    meta["label_seconds"] = round(sum(float(m.get("label_seconds", 0.0)) for m in metas), 1)
+    if metas[0].get("corpus"):
+        meta["corpus"] = metas[0]["corpus"]
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    report = caches[0].directory / CORPUS_REPORT
+    if report.is_file():
+        shutil.copyfile(report, out.directory / CORPUS_REPORT)
+    dropped = len(dict.fromkeys(sentences)) - len(order)
+    if dropped:
+        logger.warning("combined %d sentences; %d of the first cache's are missing from another", len(order), dropped)
+    return len(order), combined.shape[1]
