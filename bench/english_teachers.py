@@ -9,7 +9,7 @@ and training seconds.
 
     python bench/english_teachers.py --pool POOL --tokenizer TOK --pairs PAIRS --out OUT \\
         --teacher minilm=minilm --teacher e5=E5_FOLDER --combine concat=minilm,e5 --combine mean=minilm,e5 \\
-        [--device cuda] [--jobs 4 --threads 4] [--max-sentences N]
+        [--device cuda] [--jobs 4 --threads 4] [--max-sentences N] [--recipe demo] [--labels NAME=CACHE]
 
 `--teacher NAME=PATH`: a sentence-transformers folder, `minilm` (the packaged all-MiniLM-L6-v2) or a named
 teacher (`e5-small`). Rerunning resumes: caches label only what they lack, finished students are kept.
@@ -28,6 +28,12 @@ from pathlib import Path
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 # `make distill`'s combined run (Makefile: DISTILL_FLAGS and the m-combined target).
+# `make demo`'s distilled student (psp_hf.experiments.demo.DEMO_DISTILL_FLAGS, less its --vocab-size and
+# --threads): distillation only, 10 passes over the pool.
+DEMO_RECIPE = [
+    *("--dim", "384", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1"),
+    *("--distill-batch-size", "512", "--epochs", "10", "--quiet"),
+]
 RECIPE = [
     *("--dim", "384", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1", "--margin-weight", "0.1"),
     *("--teacher-negative-threshold", "0.8", "--distill-batch-size", "1024", "--epochs", "1"),
@@ -79,9 +85,10 @@ def train(name: str, cache: Path, args, out: Path) -> Path:
     folder = out / f"student-{name}"
     if (folder / "model.safetensors").is_file():
         return folder
-    command = [sys.executable, "-m", "psp_hf.cli", "train", "--data", args.pairs, "-o", str(folder)]
+    command = [sys.executable, "-m", "psp_hf.cli", "train", "-o", str(folder)]
     command += ["--tokenizer", args.tokenizer, "--teacher-cache", str(cache), "--threads", str(args.threads)]
-    command += ["--seed", str(args.seed), "--data-dir", args.data_dir, *RECIPE]
+    command += ["--seed", str(args.seed), "--data-dir", args.data_dir]
+    command += [*DEMO_RECIPE] if args.recipe == "demo" else ["--data", args.pairs, *RECIPE]
     started = time.perf_counter()
     log = out / f"train-{name}.log"
     with open(log, "w", encoding="utf-8") as handle:
@@ -138,9 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool", required=True, help="pool folder (psp prepare pool)")
     parser.add_argument("--tokenizer", required=True, help="one tokenizer for every student")
-    parser.add_argument("--pairs", required=True, help="the caption pairs of the combined recipe")
+    parser.add_argument("--pairs", default=None, help="the caption pairs of the combined recipe")
+    parser.add_argument(
+        "--recipe",
+        choices=("distill", "demo"),
+        default="distill",
+        help="distill: make distill's combined run (needs --pairs); demo: make demo's distillation-only run",
+    )
+    parser.add_argument(
+        "--labels", action="append", default=[], metavar="NAME=CACHE", help="a teacher already labelled: its cache"
+    )
     parser.add_argument("--out", required=True)
-    parser.add_argument("--teacher", action="append", default=[], metavar="NAME=PATH", required=True)
+    parser.add_argument("--teacher", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument(
         "--combine",
         action="append",
@@ -161,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default=None, help="where the table and each row's JSON go (default --out)")
     parser.add_argument("--no-teacher-scores", dest="teacher_scores", action="store_false")
     args = parser.parse_args(argv)
+    if args.recipe == "distill" and not args.pairs:
+        parser.error("--recipe distill needs --pairs")
+    if not args.teacher and not args.labels:
+        parser.error("give at least one --teacher or --labels")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     teachers = _pairs(args.teacher, "--teacher")
@@ -170,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         name: {"name": name, "teacher": path, **info}
         for (name, path), info in zip(teachers.items(), labelled, strict=True)
     }
+    for name, cache in _pairs(args.labels, "--labels").items():
+        meta = json.loads((Path(cache) / "meta.json").read_text(encoding="utf-8"))
+        rows[name] = {"name": name, "teacher": meta.get("teacher"), "cache": cache}
+        rows[name]["label_seconds"] = meta.get("label_seconds", 0.0)
     from psp_hf.teachers.combine import combine_caches
 
     for value in args.combine:

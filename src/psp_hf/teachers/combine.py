@@ -37,8 +37,10 @@ logger = logging.getLogger(__name__)
 HOW = ("concat", "mean")
 
 
-def _centered(matrix: np.ndarray) -> np.ndarray:
-    return _unit_rows(matrix - matrix.mean(axis=0, keepdims=True))
+def center_rows(matrix: np.ndarray) -> np.ndarray:
+    """`matrix`'s rows less their mean row, L2-normalised again, in `matrix`'s dtype (float32 arithmetic)."""
+    rows = matrix.astype(np.float32, copy=False)
+    return _unit_rows(rows - rows.mean(axis=0, keepdims=True)).astype(matrix.dtype, copy=False)
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -76,7 +78,7 @@ def combine_caches(
     order = list(dict.fromkeys(s for s in sentences if s in keep))
     if not order:
         raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
-    parts = [(_centered if center else _unit_rows)(cache.load(order)[1]) for cache in caches]
+    parts = [(center_rows if center else _unit_rows)(cache.load(order)[1]) for cache in caches]
     if len(parts) == 1:
         combined = parts[0]
     elif how == "concat":

@@ -246,6 +246,16 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
             pairs_only=True,
         ),
     )
+    teacher_center: bool = field(
+        default=False,
+        metadata=setting(
+            "subtract the mean of the teacher vectors the run reads (pool, or bitext and monolingual text) and "
+            "renormalise before distilling: for teachers whose vectors share one large direction "
+            "(multilingual-e5: unrelated sentences at cosine 0.75), which the cosine loss would otherwise spend "
+            "itself on",
+            fixed_on_resume=True,
+        ),
+    )
     teacher: str | None = field(
         default=None,
         metadata=setting(

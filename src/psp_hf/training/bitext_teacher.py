@@ -131,6 +131,13 @@ class BitextTeacher:
     def __len__(self) -> int:
         return len(self.index)
 
+    def center(self) -> None:
+        """Distil toward the vectors less their mean over the run's sentences (`--teacher-center`)."""
+        from ..teachers.combine import center_rows
+
+        if len(self.vectors):
+            self.vectors = center_rows(self.vectors)
+
     @classmethod
     def prepare(
         cls,

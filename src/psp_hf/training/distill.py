@@ -156,6 +156,12 @@ class TeacherPool:
     def __len__(self) -> int:
         return len(self.sentences)
 
+    def center(self) -> None:
+        """Distil toward the vectors less their mean (`--teacher-center`)."""
+        from ..teachers.combine import center_rows
+
+        self.vectors = center_rows(self.vectors)
+
     # ------------------------------------------------------------------------------------------ batches
     def tokenize(self, encoder) -> None:
         """Tokenize every sentence once with `encoder` (a `PSPEncoder`)."""

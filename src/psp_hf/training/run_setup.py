@@ -145,6 +145,8 @@ class RunSetup:
                 world_size=self.world_size,
                 weights=parse_pool_weights(args.pool_weights),
             )
+            if args.teacher_center:
+                self.pool.center()
         weight = args.mono_weight if self.mono_sentences else args.distill_weight
         self.distilling = self.pool is not None and weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
@@ -208,6 +210,8 @@ class RunSetup:
                 self.accelerator.wait_for_everyone,
                 self.say,
             )
+            if args.teacher_center:
+                self.bitext_teacher.center()
             self.bitext_teacher.counts = {
                 "english": len(scan.english),
                 "other_language": len(scan.foreign),
