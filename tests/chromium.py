@@ -1,7 +1,7 @@
 """Debian's headless Chromium driven over the DevTools protocol, for the page test of `psp serve`.
 
 `make chromium` unpacks the browser into .cache/chromium/root (scripts/fetch_chromium.sh); PSP_CHROMIUM_ROOT points
-elsewhere. tests/ holds this helper (as it holds hub_server.py); it is not a package.
+elsewhere. tests/ holds this helper (as it holds hub_server/); it is not a package.
 """
 
 from __future__ import annotations

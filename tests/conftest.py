@@ -3,7 +3,7 @@
 #
 # huggingface_hub, transformers, datasets and sentence-transformers read HF_ENDPOINT (and the cache paths)
 # once, when they are imported. So before anything imports them, this block starts the Hub-compatible
-# server of tests/hub_server.py on 127.0.0.1 and points the whole test session (and every subprocess a
+# server of tests/hub_server/ on 127.0.0.1 and points the whole test session (and every subprocess a
 # test starts, which inherits os.environ) at it, with a throwaway HF_HOME and a dummy token.
 #
 # Fixtures: `hub_server` (session; the HubServer: .url, .root, .failing(...), .reset(), .unique_repo_id(),
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer  # noqa: E402 - tests/ holds the server; it is not a package
+from hub_server import HubServer  # noqa: E402 - tests/ holds the server package; tests/ is not a package
 
 if "huggingface_hub" in sys.modules:
     # Too late to redirect it: its constants already point elsewhere. Fail loudly rather than talk to

@@ -1,6 +1,6 @@
 """A `psp serve` app run by uvicorn in a background thread on 127.0.0.1, on a free port, for the serve tests.
 
-tests/ holds this helper (as it holds hub_server.py); it is not a package.
+tests/ holds this helper (as it holds hub_server/); it is not a package.
 """
 
 from __future__ import annotations

@@ -3,14 +3,13 @@ fill the same arguments as the new ones), and `--help` shows only the new spelli
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 
 import pytest
 
 from psp_hf.cli import COMMANDS, build_parser, command_parser, parse_args
-from psp_hf.cli.flags import HIDDEN, cores_available
+from psp_hf.cli.flags import HIDDEN, Parser, cores_available
 
 # The complete `psp` command lines of the README as of commit 3e2a741 (placeholders kept, `[...]` optional parts
 # written out), each beside the same command in today's spelling. Fragments (`psp train ...`) are left out.
@@ -160,13 +159,7 @@ def test_help_shows_only_the_new_spellings(name):
 def _parsers_of(name: str):
     """(prog, parser) of the command, or of each of its own commands (prepare KIND, teacher ACTION)."""
     parser = command_parser(name)
-    children = [
-        child
-        for action in parser._actions
-        if isinstance(action.choices, dict)
-        for child in action.choices.values()
-        if isinstance(child, argparse.ArgumentParser)
-    ]
+    children = [child for _help, child in parser.subcommands.values()]
     return [(parser.prog, parser)] if not children else [(child.prog, child) for child in children]
 
 
@@ -194,3 +187,11 @@ def test_columns_is_one_parser():
     assert parse_args(["prepare", "bitext", "P", "--lang", "de", "--columns", "de,en"]).columns == ["de", "en"]
     with pytest.raises(SystemExit):
         parse_args(["score", "P", "-m", "M", "--columns", "0,1"])
+
+
+def test_subcommands_are_recorded_in_order():
+    kinds = list(command_parser("prepare").subcommands)
+    assert kinds[:3] == ["paraphrases", "bitext", "registry-bitext"] and "mono" in kinds
+    assert list(command_parser("teacher").subcommands) == ["convert-e5"]
+    with pytest.raises(TypeError, match="add_subparsers"):
+        Parser(prog="psp x").add_subcommand("y", help="z")

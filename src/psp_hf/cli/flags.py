@@ -43,6 +43,23 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # Subcommand name -> (one-line help, its parser), in the order added. argparse has no public way to list
+        # a parser's subcommands; the CLI reference (`reference.py`) walks this instead.
+        self.subcommands: dict[str, tuple[str, Parser]] = {}
+        self._subcommand_action: Any = None
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """argparse's `add_subparsers`, remembered so that `add_subcommand` adds to it."""
+        self._subcommand_action = super().add_subparsers(**kwargs)
+        return self._subcommand_action
+
+    def add_subcommand(self, name: str, *, help: str, **kwargs: Any) -> Parser:
+        """Add subcommand `name` (after `add_subparsers`) with its one-line help; listed in `subcommands`."""
+        if self._subcommand_action is None:
+            raise TypeError(f"{self.prog}: call add_subparsers before add_subcommand")
+        child = self._subcommand_action.add_parser(name, help=help, **kwargs)
+        self.subcommands[name] = (help, child)
+        return child
 
 
 def add(parser: Any, *options: str, old: Sequence[str] = (), **kwargs: Any) -> argparse.Action:

@@ -118,11 +118,11 @@ def _add_evaluation_flag(parser) -> None:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: flags.Parser) -> None:
     """Arguments of `psp prepare` (sub-subcommands `paraphrases`, `bitext`, `pool`, `label`, `mine-pairs`)."""
-    sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+    parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
-    para = sub.add_parser(
+    para = parser.add_subcommand(
         "paraphrases",
         help="filter ParaNMT-format paraphrase pairs",
         description="Filter paraphrase pairs (sentence1, sentence2, optional score) into a datasets folder: "
@@ -157,7 +157,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_length(para, 5, 40)
     _add_output(para)
 
-    bitext = sub.add_parser(
+    bitext = parser.add_subcommand(
         "bitext",
         help="filter X–English bitext",
         description="Filter <lang>–English bitext into a datasets folder with columns <lang> and en: lowercase, "
@@ -170,7 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_evaluation_flag(bitext)
     _add_length(bitext, 3, 100)
     _add_output(bitext)
-    registry = sub.add_parser(
+    registry = parser.add_subcommand(
         "registry-bitext",
         help="X-English pairs from Debian packages: FreeDict dictionaries, gettext catalogues",
         description="Read the FreeDict dictionaries and translated gettext catalogues of unpacked Debian packages "
@@ -198,10 +198,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_quiet(registry, "no summary")
     from .prepare_sources import add_source_commands
 
-    add_source_commands(sub)
+    add_source_commands(parser)
     from .prepare_languages import add_language_commands
 
-    add_language_commands(sub)
+    add_language_commands(parser)
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -18,11 +18,11 @@ from . import flags
 from .flags import positive_int
 
 
-def add_language_commands(sub) -> None:
+def add_language_commands(prepare: flags.Parser) -> None:
     """The sub-subcommands `bitext-sources` and `mono` of `psp prepare`."""
     from ..data.sources.language_sources import BITEXT_SOURCES
 
-    bitext = sub.add_parser(
+    bitext = prepare.add_subcommand(
         "bitext-sources",
         help="X-English bitext of the data folder, sources chosen by name",
         description="Filter the chosen bitext sources of the data folder for --lang like `psp prepare bitext` "
@@ -34,7 +34,7 @@ def add_language_commands(sub) -> None:
         default="default",
         help="NAME or NAME=FRACTION, comma-separated: default, all, " + ", ".join(BITEXT_SOURCES),
     )
-    mono = sub.add_parser(
+    mono = prepare.add_subcommand(
         "mono",
         help="monolingual text of the data folder for a multilingual teacher",
         description="Gather the chosen unlabeled/<lang>/<source> sentences (evaluation and PUD sentences and "

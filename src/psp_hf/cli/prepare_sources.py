@@ -19,9 +19,9 @@ def _names(value: str) -> list[str]:
     return names
 
 
-def add_source_commands(sub) -> None:
+def add_source_commands(prepare: flags.Parser) -> None:
     """The sub-subcommands `pool`, `label`, `mine-pairs` and `registry-bitext` of `psp prepare`."""
-    pool = sub.add_parser(
+    pool = prepare.add_subcommand(
         "pool",
         help="build the unlabelled English pool for distillation",
         description="Gather, clean and dedupe English text of the data folder and of installed registry "
@@ -33,7 +33,7 @@ def add_source_commands(sub) -> None:
     pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
     flags.add_quiet(pool, "no report on stdout")
 
-    label = sub.add_parser(
+    label = prepare.add_subcommand(
         "label",
         help="embed the pool with a teacher (resumable)",
         description="Embed every pool sentence not yet in the cache (--output) with a sentence-transformers "
@@ -70,7 +70,7 @@ def add_source_commands(sub) -> None:
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
     flags.add_quiet(label, "no summary line")
 
-    mine = sub.add_parser(
+    mine = prepare.add_subcommand(
         "mine-pairs",
         help="mine paraphrase pairs from a teacher cache",
         description="Pair each pool sentence with its nearest teacher neighbour (cosine >= --threshold), drop "

