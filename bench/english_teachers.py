@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="HOW=NAME[,NAME]",
-        help="concat, mean (L2-normalised rows), or center (one teacher's rows less their mean); "
-        "concat-center / mean-center: the parts centered first",
+        help="concat, mean (L2-normalised rows), center or whiten (one teacher); "
+        "concat-center, mean-whiten, ...: the parts centred or whitened first",
     )
     parser.add_argument("--data-dir", default=os.environ.get("PSP_DATA", "../shared/data"))
     parser.add_argument("--device", default="cpu", help="where teachers label (cuda: torch on the GPU)")
@@ -201,11 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         parts = names.split(",")
         name = f"{how}({'+'.join(parts)})"
         cache = out / f"labels-{how}-{'-'.join(parts)}"
-        center = how.endswith("center")
-        base = how.removesuffix("-center") if how != "center" else "concat"
+        base, _, transform = how.partition("-")
+        if base in ("center", "whiten"):
+            base, transform = "concat", base
         if not (cache / "meta.json").is_file():
             caches = [rows[part]["cache"] for part in parts]
-            count, dim = combine_caches(caches, cache, how=base, name=name, center=center)
+            count, dim = combine_caches(caches, cache, how=base, name=name, transform=transform or "none")
             print(f"[{name}] {count:,} rows, {dim}-d", flush=True)
         seconds = sum(rows[part]["label_seconds"] for part in parts)
         rows[name] = {"name": name, "teacher": name, "cache": str(cache), "label_seconds": seconds, "parts": parts}

@@ -64,12 +64,12 @@ def test_mean_and_centering(tmp_path):
     _, m = TeacherCache(tmp_path / "m").load()
     np.testing.assert_allclose(m, _unit((_unit(a) + _unit(b)) / 2), atol=3e-3)
     # One cache centred: its rows lose their mean, so unrelated sentences are no longer all near each other.
-    combine_caches([tmp_path / "b"], tmp_path / "bc", center=True)
+    combine_caches([tmp_path / "b"], tmp_path / "bc", transform="center")
     _, centred = TeacherCache(tmp_path / "bc").load()
     assert (_unit(b) @ _unit(b).T).min() > 0.8
-    np.testing.assert_allclose(centred, _unit(b - b.mean(axis=0)), atol=3e-3)
+    np.testing.assert_allclose(centred, _unit(_unit(b) - _unit(b).mean(axis=0)), atol=3e-3)
     assert abs(float((centred @ centred.T)[np.triu_indices(len(SENTENCES), 1)].mean())) < 0.2
-    assert json.loads((tmp_path / "bc" / "meta.json").read_text())["centered"] is True
+    assert json.loads((tmp_path / "bc" / "meta.json").read_text())["transform"] == "center"
 
 
 def test_refusals_name_the_problem(two):
@@ -78,6 +78,8 @@ def test_refusals_name_the_problem(two):
         combine_caches([tmp / "a"], tmp / "x", how="concat")
     with pytest.raises(PSPInputError, match="choose one of"):
         combine_caches([tmp / "a", tmp / "b"], tmp / "x", how="sum")
+    with pytest.raises(PSPInputError, match="choose one of"):
+        combine_caches([tmp / "a"], tmp / "x", transform="rotate")
     with pytest.raises(PSPInputError, match="no meta.json"):
         combine_caches([tmp / "a", tmp / "missing"], tmp / "x")
     _cache(tmp / "d", a, "D", sentences=[f"other {i}" for i in range(len(SENTENCES))])
@@ -96,3 +98,21 @@ def test_write_refuses_mismatched_rows_and_another_teacher(tmp_path):
     with pytest.raises(PSPInputError, match="refusing to mix"):
         cache.write(["c"], np.ones((1, 4), np.float32), name="U", backend="torch")
     assert TeacherCache(tmp_path / "c").load()[0] == ["a", "b"]
+
+
+def test_whitening_evens_out_the_variance_of_every_direction():
+    from psp_hf.teachers.combine import whiten_rows
+
+    rng = np.random.default_rng(2)
+    # Anisotropic rows: a shared offset and two directions far stronger than the rest.
+    rows = rng.normal(size=(2000, 8)) * np.array([10, 5, 1, 1, 1, 1, 1, 1]) + 20.0
+    white = whiten_rows(rows.astype(np.float32), shrink=0.0)
+    np.testing.assert_allclose(np.linalg.norm(white, axis=1), 1.0, atol=1e-5)
+    spread = np.linalg.eigvalsh(np.cov(white.T))
+    assert spread.max() / spread.min() < 2  # raw rows: > 50
+    raw = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    raw_spread = np.linalg.eigvalsh(np.cov(raw.T))
+    assert raw_spread.max() / max(raw_spread.min(), 1e-12) > 50
+    # A direction with no variance at all (float16 rounding) is not blown up: shrinkage keeps it small.
+    flat = np.concatenate([rows, np.zeros((2000, 1))], axis=1).astype(np.float32)
+    assert np.abs(whiten_rows(flat)[:, -1]).max() < 1e-3

@@ -416,7 +416,8 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
     assert torch.equal(ranks[0]["projection"], ranks[1]["projection"])
 
 
-def test_teacher_center_distils_toward_the_vectors_less_their_mean(toy, tmp_path):
+@pytest.mark.parametrize("transform", ["center", "whiten"])
+def test_teacher_transform_distils_toward_vectors_without_their_shared_direction(toy, tmp_path, transform):
     # A teacher whose rows share one large direction: centred, the pool's vectors average to zero and keep unit
     # norm, and the run learns the centred targets (the raw ones would be nearly one vector for every sentence).
     sentences, raw = TeacherCache(toy["cache"]).load()
@@ -424,7 +425,7 @@ def test_teacher_center_distils_toward_the_vectors_less_their_mean(toy, tmp_path
     offset = np.full(TEACHER_DIM, 3.0, dtype=np.float32)
     TeacherCache(shifted).write(sentences, raw + offset, name="shifted", backend="torch")
     out = tmp_path / "centred"
-    trainer = Trainer(args(toy, out, epochs=6, teacher_cache=str(shifted), teacher_center=True))
+    trainer = Trainer(args(toy, out, epochs=6, teacher_cache=str(shifted), teacher_transform=transform))
     trainer.train()
     vectors = trainer.pool.vectors.astype(np.float32)
     shifted_rows = (raw + offset) / np.linalg.norm(raw + offset, axis=1, keepdims=True)
@@ -433,17 +434,17 @@ def test_teacher_center_distils_toward_the_vectors_less_their_mean(toy, tmp_path
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=3e-3)
     records = [r for r in metrics(out) if r["event"] == "train"]
     assert records[-1]["distill_loss"] < 0.6 * records[0]["distill_loss"]
-    assert json.loads((out / "training" / "args.json").read_text())["teacher_center"] is True
+    assert json.loads((out / "training" / "args.json").read_text())["teacher_transform"] == transform
 
 
-def test_bitext_teacher_center_keeps_every_sentence_and_unit_norm():
+def test_bitext_teacher_transform_keeps_every_sentence_and_unit_norm():
     from psp_hf.training.bitext_teacher import BitextTeacher
 
     rng = np.random.default_rng(0)
     vectors = {f"s{i}": (rng.normal(size=6) + 4.0).astype(np.float16) for i in range(50)}
     teacher = BitextTeacher(vectors, "t", Path("."), 0)
     before = teacher.lookup(["s0", "s1"]).numpy()
-    teacher.center()
+    teacher.transform("center")
     after = teacher.lookup(["s0", "s1"]).numpy()
     assert float(before[0] @ before[1] / np.linalg.norm(before[0]) / np.linalg.norm(before[1])) > 0.9
     assert abs(float(after[0] @ after[1])) < 0.9 and np.allclose(np.linalg.norm(after, axis=1), 1.0, atol=3e-3)

@@ -9,8 +9,9 @@ and the combined targets are made from the caches.
 - ``mean``: the average of the L2-normalised rows, normalised again (one width, each teacher's direction weighted
   equally).
 
-With ``center=True`` each teacher's rows first lose their mean (over the sentences combined) and are normalised
-again; with one input that is all that is done. A teacher whose embeddings share a large common direction
+With ``transform="center"`` each teacher's rows first lose their mean (over the sentences combined) and are
+normalised again; ``"whiten"`` also evens out the variance of every principal direction (`whiten_rows`); with one
+input that is all that is done. A teacher whose embeddings share a large common direction
 (multilingual-e5: unrelated sentences at cosine 0.7-0.8) otherwise spends the cosine loss on that direction, and
 `--teacher-negative-threshold` reads its cosines as near-paraphrases.
 
@@ -37,10 +38,43 @@ logger = logging.getLogger(__name__)
 HOW = ("concat", "mean")
 
 
+TRANSFORMS = ("none", "center", "whiten")
+# Whitening divides each principal direction by sqrt(variance + WHITEN_SHRINK x mean variance): the shrinkage keeps
+# directions with next to no variance (float16 rounding, 1e-10) from being blown up into noise. 0.1 was chosen on
+# STS-B dev among 0.01, 0.1 and 1 (results/teachers-english.md).
+WHITEN_SHRINK = 0.1
+
+
 def center_rows(matrix: np.ndarray) -> np.ndarray:
     """`matrix`'s rows less their mean row, L2-normalised again, in `matrix`'s dtype (float32 arithmetic)."""
-    rows = matrix.astype(np.float32, copy=False)
+    rows = _unit_rows(matrix.astype(np.float32))
     return _unit_rows(rows - rows.mean(axis=0, keepdims=True)).astype(matrix.dtype, copy=False)
+
+
+def whiten_rows(matrix: np.ndarray, shrink: float = WHITEN_SHRINK) -> np.ndarray:
+    """`matrix`'s rows centred and whitened (PCA, each direction scaled to equal variance, with `shrink`), unit norm.
+
+    Centring removes the one direction every row shares; whitening also evens out the few directions that still
+    dominate the cosines after it, so that no small set of them decides every similarity.
+    """
+    rows = _unit_rows(matrix.astype(np.float32))
+    rows -= rows.mean(axis=0, keepdims=True)
+    variances, directions = np.linalg.eigh((rows.T @ rows) / max(len(rows), 1))
+    variances = np.clip(variances, 0.0, None)
+    scale = 1.0 / np.sqrt(variances + shrink * max(float(variances.mean()), 1e-12))
+    # Rotated back (ZCA): the same cosines as the principal-axis coordinates, in the teacher's own axes.
+    return _unit_rows(rows @ (directions * scale) @ directions.T).astype(matrix.dtype, copy=False)
+
+
+def transform_rows(matrix: np.ndarray, transform: str) -> np.ndarray:
+    """`matrix` under `transform` (one of `TRANSFORMS`); "none" only L2-normalises the rows."""
+    if transform == "center":
+        return center_rows(matrix)
+    if transform == "whiten":
+        return whiten_rows(matrix)
+    if transform == "none":
+        return _unit_rows(matrix.astype(np.float32)).astype(matrix.dtype, copy=False)
+    raise PSPInputError(f"teacher transform {transform!r}: choose one of {', '.join(TRANSFORMS)}")
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -53,12 +87,17 @@ def combine_caches(
     output: str | os.PathLike,
     how: str = "concat",
     name: str | None = None,
-    center: bool = False,
+    transform: str = "none",
 ) -> tuple[int, int]:
-    """Write the combination `how` of the label caches `inputs` to the cache `output`; returns (rows, dim)."""
+    """Write the combination `how` of the label caches `inputs` to the cache `output`; returns (rows, dim).
+
+    `transform` ("none", "center", "whiten") is applied to each teacher's rows before they are combined.
+    """
     if how not in HOW:
         raise PSPInputError(f"how={how!r}: choose one of {', '.join(HOW)}")
-    if len(inputs) < (1 if center else 2):
+    if transform not in TRANSFORMS:
+        raise PSPInputError(f"transform={transform!r}: choose one of {', '.join(TRANSFORMS)}")
+    if len(inputs) < (1 if transform != "none" else 2):
         raise PSPInputError(f"combining teachers needs two or more label caches, got {len(inputs)}")
     caches = [TeacherCache(path) for path in inputs]
     metas = []
@@ -78,19 +117,20 @@ def combine_caches(
     order = list(dict.fromkeys(s for s in sentences if s in keep))
     if not order:
         raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
-    parts = [(center_rows if center else _unit_rows)(cache.load(order)[1]) for cache in caches]
+    parts = [transform_rows(cache.load(order)[1], transform) for cache in caches]
     if len(parts) == 1:
         combined = parts[0]
     elif how == "concat":
         combined = np.concatenate(parts, axis=1) / np.sqrt(len(parts))
     else:
         combined = _unit_rows(np.mean(parts, axis=0))
-    label = name or f"{how if len(parts) > 1 else 'center'}({'+'.join(str(meta.get('teacher')) for meta in metas)})"
+    kind = how if len(parts) > 1 else transform
+    label = name or f"{kind}({'+'.join(str(meta.get('teacher')) for meta in metas)})"
     out.write(order, combined.astype(np.float32), name=label, backend="+".join(m.get("backend", "?") for m in metas))
     meta_path = out.directory / META_FILE
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["parts"] = [{"cache": os.fspath(Path(c.directory).resolve()), **m} for c, m in zip(caches, metas, strict=True)]
-    meta["centered"] = center
+    meta["transform"] = transform
     meta["label_seconds"] = round(sum(float(m.get("label_seconds", 0.0)) for m in metas), 1)
     if metas[0].get("corpus"):
         meta["corpus"] = metas[0]["corpus"]

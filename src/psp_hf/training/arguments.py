@@ -246,13 +246,14 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
             pairs_only=True,
         ),
     )
-    teacher_center: bool = field(
-        default=False,
+    teacher_transform: str = field(
+        default="none",
         metadata=setting(
-            "subtract the mean of the teacher vectors the run reads (pool, or bitext and monolingual text) and "
-            "renormalise before distilling: for teachers whose vectors share one large direction "
-            "(multilingual-e5: unrelated sentences at cosine 0.75), which the cosine loss would otherwise spend "
-            "itself on",
+            "what the teacher vectors the run reads (pool, or bitext and monolingual text) go through before "
+            "distilling: none; center (less their mean); whiten (centred, every principal direction scaled to "
+            "equal variance). For teachers whose vectors share one large direction (multilingual-e5: unrelated "
+            "sentences at cosine 0.75), which the cosine loss would otherwise spend itself on",
+            choices=("none", "center", "whiten"),
             fixed_on_resume=True,
         ),
     )

@@ -131,12 +131,12 @@ class BitextTeacher:
     def __len__(self) -> int:
         return len(self.index)
 
-    def center(self) -> None:
-        """Distil toward the vectors less their mean over the run's sentences (`--teacher-center`)."""
-        from ..teachers.combine import center_rows
+    def transform(self, kind: str) -> None:
+        """Distil toward the vectors centred or whitened over the run's sentences (`--teacher-transform`)."""
+        from ..teachers.combine import transform_rows
 
         if len(self.vectors):
-            self.vectors = center_rows(self.vectors)
+            self.vectors = transform_rows(self.vectors, kind)
 
     @classmethod
     def prepare(

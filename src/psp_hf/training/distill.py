@@ -156,11 +156,11 @@ class TeacherPool:
     def __len__(self) -> int:
         return len(self.sentences)
 
-    def center(self) -> None:
-        """Distil toward the vectors less their mean (`--teacher-center`)."""
-        from ..teachers.combine import center_rows
+    def transform(self, kind: str) -> None:
+        """Distil toward the vectors centred or whitened over the pool (`--teacher-transform`)."""
+        from ..teachers.combine import transform_rows
 
-        self.vectors = center_rows(self.vectors)
+        self.vectors = transform_rows(self.vectors, kind)
 
     # ------------------------------------------------------------------------------------------ batches
     def tokenize(self, encoder) -> None:

@@ -145,8 +145,8 @@ class RunSetup:
                 world_size=self.world_size,
                 weights=parse_pool_weights(args.pool_weights),
             )
-            if args.teacher_center:
-                self.pool.center()
+            if args.teacher_transform != "none":
+                self.pool.transform(args.teacher_transform)
         weight = args.mono_weight if self.mono_sentences else args.distill_weight
         self.distilling = self.pool is not None and weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
@@ -210,8 +210,8 @@ class RunSetup:
                 self.accelerator.wait_for_everyone,
                 self.say,
             )
-            if args.teacher_center:
-                self.bitext_teacher.center()
+            if args.teacher_transform != "none":
+                self.bitext_teacher.transform(args.teacher_transform)
             self.bitext_teacher.counts = {
                 "english": len(scan.english),
                 "other_language": len(scan.foreign),
