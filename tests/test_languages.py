@@ -99,6 +99,26 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_an_e5_teacher_is_whitened_unless_train_args_say_otherwise(tmp_path):
+    from psp_hf.experiments.languages import Settings, train_arguments
+    from psp_hf.training.arguments import TrainingArguments, add_arguments
+
+    def parsed(arguments):
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        return parser.parse_args(arguments)  # as psp train reads them (the files need not exist here)
+
+    e5 = train_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path, teacher="e5-small"))
+    assert e5[e5.index("--teacher-transform") + 1] == "whiten"
+    minilm = train_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path))
+    assert "--teacher-transform" not in minilm
+    assert parsed(minilm).teacher_transform is None and TrainingArguments.teacher_transform == "none"  # unset
+    asked = Settings(out=tmp_path, data=tmp_path, teacher="e5-small", extra=("--teacher-transform", "center"))
+    assert parsed(train_arguments("tr", tmp_path / "tr", asked)).teacher_transform == "center"
+
+
 def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
     from psp_hf.cli.languages import add_arguments, run
     from psp_hf.errors import PSPInputError

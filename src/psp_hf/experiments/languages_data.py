@@ -23,6 +23,7 @@ from ..data.sources.language_sources import (
 from ..training.multilingual import (
     MULTILINGUAL_DEFAULT_MONO,
     MULTILINGUAL_DEFAULT_TARGETS,
+    default_teacher_transform,
     describe_mono,
     teacher_is_multilingual,
 )
@@ -97,6 +98,9 @@ def multilingual_train_arguments(code: str, folder: Path, settings) -> list[str]
     if settings.margin_only:
         return arguments
     arguments += ["--bitext-targets", settings.bitext_targets]
+    transform = default_teacher_transform(settings.teacher)
+    if transform != "none":  # a --teacher-transform in --train-args comes later and wins
+        arguments += ["--teacher-transform", transform]
     mono = mono_path(folder)
     if mono is not None:
         arguments += ["--mono-data", str(mono), "--mono-weight", str(settings.mono_weight)]
