@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         help="concat, mean (L2-normalised rows), center or whiten (one teacher); "
         "concat-center, mean-whiten, ...: the parts centred or whitened first",
     )
+    parser.add_argument("--shrink", type=float, default=0.1, help="whitening's shrinkage (x the mean variance)")
     parser.add_argument("--data-dir", default=os.environ.get("PSP_DATA", "../shared/data"))
     parser.add_argument("--device", default="cpu", help="where teachers label (cuda: torch on the GPU)")
     parser.add_argument("--backend", default="onnx-int8", help="labelling backend on the CPU")
@@ -206,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             base, transform = "concat", base
         if not (cache / "meta.json").is_file():
             caches = [rows[part]["cache"] for part in parts]
-            count, dim = combine_caches(caches, cache, how=base, name=name, transform=transform or "none")
+            transform = transform or "none"
+            count, dim = combine_caches(caches, cache, how=base, name=name, transform=transform, shrink=args.shrink)
             print(f"[{name}] {count:,} rows, {dim}-d", flush=True)
         seconds = sum(rows[part]["label_seconds"] for part in parts)
         rows[name] = {"name": name, "teacher": name, "cache": str(cache), "label_seconds": seconds, "parts": parts}

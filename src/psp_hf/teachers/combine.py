@@ -67,12 +67,12 @@ def whiten_rows(matrix: np.ndarray, shrink: float = WHITEN_SHRINK) -> np.ndarray
     return _unit_rows(rows @ (directions * scale) @ directions.T).astype(matrix.dtype, copy=False)
 
 
-def transform_rows(matrix: np.ndarray, transform: str) -> np.ndarray:
+def transform_rows(matrix: np.ndarray, transform: str, shrink: float = WHITEN_SHRINK) -> np.ndarray:
     """`matrix` under `transform` (one of `TRANSFORMS`); "none" only L2-normalises the rows."""
     if transform == "center":
         return center_rows(matrix)
     if transform == "whiten":
-        return whiten_rows(matrix)
+        return whiten_rows(matrix, shrink)
     if transform == "none":
         return _unit_rows(matrix.astype(np.float32)).astype(matrix.dtype, copy=False)
     raise PSPInputError(f"teacher transform {transform!r}: choose one of {', '.join(TRANSFORMS)}")
@@ -89,10 +89,12 @@ def combine_caches(
     how: str = "concat",
     name: str | None = None,
     transform: str = "none",
+    shrink: float = WHITEN_SHRINK,
 ) -> tuple[int, int]:
     """Write the combination `how` of the label caches `inputs` to the cache `output`; returns (rows, dim).
 
-    `transform` ("none", "center", "whiten") is applied to each teacher's rows before they are combined.
+    `transform` ("none", "center", "whiten") is applied to each teacher's rows before they are combined;
+    `shrink` is whitening's shrinkage (`whiten_rows`).
     """
     if how not in HOW:
         raise PSPInputError(f"how={how!r}: choose one of {', '.join(HOW)}")
@@ -118,7 +120,7 @@ def combine_caches(
     order = list(dict.fromkeys(s for s in sentences if s in keep))
     if not order:
         raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
-    parts = [transform_rows(cache.load(order)[1], transform) for cache in caches]
+    parts = [transform_rows(cache.load(order)[1], transform, shrink) for cache in caches]
     if len(parts) == 1:
         combined = parts[0]
     elif how == "concat":
@@ -132,6 +134,8 @@ def combine_caches(
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["parts"] = [{"cache": os.fspath(Path(c.directory).resolve()), **m} for c, m in zip(caches, metas, strict=True)]
     meta["transform"] = transform
+    if transform == "whiten":
+        meta["whiten_shrink"] = shrink
     meta["label_seconds"] = round(sum(float(m.get("label_seconds", 0.0)) for m in metas), 1)
     if metas[0].get("corpus"):
         meta["corpus"] = metas[0]["corpus"]
