@@ -125,7 +125,7 @@ def test_unknown_rule_is_refused_where_the_field_is_declared():
 
 def test_resume_and_card_lists_come_from_the_metadata():
     from psp_hf.training import run_setup
-    from psp_hf.training.export import PAIR_ONLY_SETTINGS
+    from psp_hf.training.run_end import PAIR_ONLY_SETTINGS
 
     declared = {spec.name for spec in dataclasses.fields(TrainingArguments) if spec.metadata.get("fixed_on_resume")}
     assert run_setup.RESUME_FIXED == RESUME_FIXED and set(RESUME_FIXED) == declared

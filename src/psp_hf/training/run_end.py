@@ -40,7 +40,7 @@ def save_weights(module, path: Path) -> None:
         save_file(tensors, temporary)
 
 
-def export_model(
+def write_model_folder(
     encoder,
     output_dir: Path,
     language: str,
@@ -125,7 +125,7 @@ def finish_run(trainer) -> None:
             # inspected or folded in later.
             save_weights(trainer.projection, trainer.training_dir / "projection.safetensors")
         language = (args.lang or "en") if trainer.kind == "bitext" else "en"
-        export_model(encoder, trainer.output_dir, language, _training_info(trainer, kept), trainer.say)
+        write_model_folder(encoder, trainer.output_dir, language, _training_info(trainer, kept), trainer.say)
         summary = {
             "event": "end",
             "step": state.step,

@@ -34,7 +34,6 @@ from ..errors import PSPInputError
 from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
-from .export import finish_run
 from .finite import check_run_finite
 from .losses.distillation import bitext_distill_loss, distill_loss
 from .losses.margin import margin_loss
@@ -42,6 +41,7 @@ from .losses.matryoshka import nested_distill_loss, nested_loss
 from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm
+from .run_end import finish_run
 from .run_setup import RunSetup
 from .stopping import TrainingStopped, in_main_thread, stop_on_sigterm
 
@@ -387,7 +387,7 @@ class Trainer(RunSetup):
         score = self._dev_score()
         if score is None:
             return None
-        from .export import save_weights
+        from .run_end import save_weights
 
         state = self.state
         state.last_score, state.last_eval_step = score, state.step
