@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
+from ..io import atomic_path
 from .labels import CORPUS_REPORT, META_FILE, TeacherCache
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ def combine_caches(
     out = TeacherCache(output)
     if out.chunk_files():
         raise PSPInputError(f"{out.directory} already holds labels; give an empty or new folder")
-    sentences, first = caches[0].load()
+    sentences = caches[0].load()[0]
     keep = set(sentences)
     for cache in caches[1:]:
         keep &= cache.labelled_sentences()
@@ -139,7 +140,8 @@ def combine_caches(
     meta["label_seconds"] = round(sum(float(m.get("label_seconds", 0.0)) for m in metas), 1)
     if metas[0].get("corpus"):
         meta["corpus"] = metas[0]["corpus"]
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    with atomic_path(meta_path) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     report = caches[0].directory / CORPUS_REPORT
     if report.is_file():
         shutil.copyfile(report, out.directory / CORPUS_REPORT)
