@@ -101,12 +101,10 @@ def train(name: str, cache: Path, args, out: Path) -> Path:
 
 def kept_dev(folder: Path) -> tuple[float | None, float | None]:
     """(best STS-B dev, training seconds) from `psp train`'s metrics."""
-    metrics = folder / "training" / "metrics.jsonl"
-    for line in reversed(metrics.read_text(encoding="utf-8").splitlines()):
-        record = json.loads(line)
-        if record.get("event") == "end":
-            return record.get("best_score"), record.get("train_seconds")
-    return None, None
+    from psp_hf.training.metrics_log import end_record
+
+    end = end_record(folder)
+    return end.get("best_score"), end.get("train_seconds")
 
 
 def scores(model: str | Path, data_dir: str, device: str = "cpu") -> dict:

@@ -217,14 +217,10 @@ def _train(code: str, folder: Path, settings: Settings) -> dict:
     status = trainer.push_status
     if status:
         raise PSPInputError(f"{code}: training ended with status {status}")
-    end = _end_record(folder / "model")
+    from ..training.metrics_log import end_record
+
+    end = end_record(folder / "model")
     return {"arguments": arguments, "steps": end.get("step"), "train_seconds": end.get("train_seconds")}
-
-
-def _end_record(model: Path) -> dict:
-    path = model / "training" / "metrics.jsonl"
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return next((record for record in reversed(records) if record.get("event") == "end"), {})
 
 
 def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
@@ -248,9 +244,11 @@ def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
 
 
 def training_info(model: Path) -> dict:
-    """The run's settings and numbers as training's export gave them to the card (from args.json + metrics)."""
+    """The run's settings and numbers as the end of training gave them to the card (from args.json + metrics)."""
     info = json.loads((model / "training" / "args.json").read_text(encoding="utf-8"))
-    end = _end_record(model)
+    from ..training.metrics_log import end_record
+
+    end = end_record(model)
     info.update(
         {
             "steps": end.get("step"),

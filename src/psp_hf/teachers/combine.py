@@ -113,7 +113,7 @@ def combine_caches(
     out = TeacherCache(output)
     if out.chunk_files():
         raise PSPInputError(f"{out.directory} already holds labels; give an empty or new folder")
-    sentences = caches[0].load()[0]
+    sentences, first = caches[0].load()
     keep = set(sentences)
     for cache in caches[1:]:
         keep &= cache.labelled_sentences()
@@ -121,7 +121,11 @@ def combine_caches(
     order = list(dict.fromkeys(s for s in sentences if s in keep))
     if not order:
         raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
-    parts = [transform_rows(cache.load(order)[1], transform, shrink) for cache in caches]
+    # The first cache is already in memory; later rows win on lookup, as in `TeacherCache.load`.
+    row_of = {text: row for row, text in enumerate(sentences)}
+    rows = [first[np.fromiter((row_of[s] for s in order), dtype=np.int64, count=len(order))]]
+    rows += [cache.load(order)[1] for cache in caches[1:]]
+    parts = [transform_rows(matrix, transform, shrink) for matrix in rows]
     if len(parts) == 1:
         combined = parts[0]
     elif how == "concat":

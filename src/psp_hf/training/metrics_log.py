@@ -25,6 +25,13 @@ def peak_rss_mb() -> float:
     return peak / 1024 if sys.platform != "darwin" else peak / 2**20
 
 
+def end_record(model: str | os.PathLike) -> dict[str, Any]:
+    """The run-end line of a trained model folder's `training/metrics.jsonl` ({} when the run has not ended)."""
+    path = Path(model) / "training" / "metrics.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return next((record for record in reversed(records) if record.get("event") == "end"), {})
+
+
 @dataclass
 class LogWindow:
     """Sums over the steps since the last metrics line."""
