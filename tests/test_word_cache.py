@@ -38,6 +38,11 @@ def expected(backend, batch: list[str]) -> tuple[list[int], list[int]]:
     return [i for row in rows for i in row], [len(row) for row in rows]
 
 
+def cacheable(sentence: str) -> bool:
+    """The sentences the cache tries: no control character."""
+    return not any(character < " " or character == "\x7f" for character in sentence)
+
+
 def check(cache: WordPieceCache, backend, batch: list[str]) -> None:
     flat, lengths = cache.encode(batch)
     assert (flat.tolist(), lengths.tolist()) == expected(backend, batch)
@@ -102,11 +107,11 @@ def test_concurrent_threads_filling_the_cache_are_exact(backend):
 
 def test_plain_sentences_matches_the_per_sentence_rule(backend):
     sentences = ["plain text.", "", "tab\there", "new\nline", "caf\u00e9", "del\x7f", "~ ok {}", "\u2014", "  "]
-    expected_mask = [s.isascii() and s.isprintable() for s in sentences]
+    expected_mask = [cacheable(s) for s in sentences]
     assert plain_sentences(sentences).tolist() == expected_mask
     without_newline = [s for s in sentences if "\n" not in s]
-    assert plain_sentences(without_newline).tolist() == [s.isascii() and s.isprintable() for s in without_newline]
-    assert WordPieceCache(backend).encode(["fine", "caf\u00e9"]) is None
+    assert plain_sentences(without_newline).tolist() == [cacheable(s) for s in without_newline]
+    check(WordPieceCache(backend), backend, ["fine", "caf\u00e9"])  # beyond ASCII, but no control character
     assert WordPieceCache(backend).encode(["fine", "two\nlines"]) is None
 
 
@@ -122,11 +127,85 @@ def test_plain_sentences_matches_the_per_sentence_rule(backend):
         ["all", "plain", ""],
     ],
 )
-def test_split_plain_keeps_exactly_the_plain_sentences(sentences):
+def test_split_plain_keeps_exactly_the_sentences_without_control_characters(sentences):
     from psp_hf.inference.piece_cache import split_plain
 
     plain, raw = split_plain(sentences)
-    mask = [s.isascii() and s.isprintable() for s in sentences]
+    mask = [cacheable(s) for s in sentences]
     assert (plain is None) == all(mask)
     assert plain is None or plain.tolist() == mask
-    assert raw.tobytes().decode("ascii") == "\n".join(s for s, ok in zip(sentences, mask, strict=True) if ok)
+    assert raw.tobytes().decode("utf-8") == "\n".join(s for s, ok in zip(sentences, mask, strict=True) if ok)
+
+
+# Words beyond ASCII: each checked once against the normalizer (see psp_hf.inference.word_tokenizer). These are the
+# cases where a word alone and the same word inside a sentence could be normalized or split differently.
+TRICKY = [
+    "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e",
+    "\u039f\u0394\u039f\u03a3 \u03ba\u03b1\u03b9 \u03a3\u039f\u03a6\u039f\u03a3.",  # final sigma, decided by neighbours
+    "\u0130stanbul'da \u0131\u015f\u0131k",  # dotted capital I lowercases to two characters
+    # the article split off
+    "\u0627\u0644\u0643\u062a\u0627\u0628 \u0648\u0627\u0644\u0642\u0644\u0645 \u0628\u0627\u0644\u0628\u064a\u062a",
+    "foo\u00a0bar baz",  # a no-break space inside a word: two words for the normalizer
+    "\u0301abc starts with a combining mark",
+    "x \u0301y z",
+    "\u2581lead mark and a \u2581 alone",
+    "mid\u2581mark word",
+    "zero\u200bwidth and \u200b alone",
+    "emoji \U0001f44d\U0001f3fd ok \U0001f3fd",
+    "\u4e2d\u6587\u53e5\u5b50\u6ca1\u6709\u7a7a\u683c",
+    "\ufb01ne \u216b full\uff0dwidth \u01c5",
+    "\u3000ideographic space\u3000inside",
+    "prepend\u0600 x \u0600",
+    "e\u0301 decomposed and \u00e9 composed",
+    "  leading and trailing  spaces \u00e9 ",
+    "\u00e9",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def multilingual_encoder():
+    from psp_hf import PSPEncoder
+
+    corpus = CORPUS + [sentence for sentence in TRICKY if sentence.strip()] * 20
+    return PSPEncoder.from_tokenizer(train_tokenizer(corpus, vocab_size=120, character_coverage=1.0), 8, seed=1)
+
+
+def test_non_ascii_words_cut_as_the_tokenizer_cuts_them(multilingual_encoder):
+    backend = multilingual_encoder.backend_tokenizer
+    batches = [TRICKY, TRICKY[::-1], [f"{a} {b}" for a, b in zip(TRICKY, TRICKY[1:], strict=False)]]
+    for batch in batches * 2:  # the second round reads the words the first one stored
+        flat, offsets = multilingual_encoder.tokenize_numpy(batch)
+        want_flat, want_lengths = expected(backend, batch)
+        assert flat.tolist() == want_flat
+        assert offsets.tolist() == np.concatenate([[0], np.cumsum(want_lengths)[:-1]]).tolist()
+
+
+def test_refused_words_send_their_sentence_to_the_tokenizer(multilingual_encoder):
+    from psp_hf.inference.word_tokenizer import REFUSED, WordTokenizer
+
+    words = WordTokenizer(multilingual_encoder.backend_tokenizer)
+    # A word the normalizer removes would leave two spaces in a sentence, which the normalizer then folds.
+    bounds, pieces = words.tokenize([b"plain", "\u200b".encode(), "\u00e9t\u00e9".encode()])
+    assert pieces[bounds[1] : bounds[2]].tolist() == [REFUSED]
+    assert REFUSED not in pieces[bounds[0] : bounds[1]].tolist() + pieces[bounds[2] :].tolist()
+    cache = WordPieceCache(multilingual_encoder.backend_tokenizer)
+    assert cache.encode(["plain words", "x \u200b y"]) is None
+    flat, lengths = cache.encode(["plain words", "\u00e9t\u00e9 caf\u00e9"])
+    assert (flat.tolist(), lengths.tolist()) == expected(
+        multilingual_encoder.backend_tokenizer, ["plain words", "\u00e9t\u00e9 caf\u00e9"]
+    )
+
+
+def test_a_split_word_keeps_all_its_pieces():
+    # P-SP's Arabic normalizer splits the article off a word: one word, two parts for the pre-tokenizer.
+    from psp_hf.inference.encoder_helpers import private_backend
+    from psp_hf.inference.word_tokenizer import WordTokenizer
+
+    arabic = ["\u0627\u0644\u0643\u062a\u0627\u0628 \u0643\u062a\u0627\u0628 \u0648\u0627\u0644\u0642\u0644\u0645"] * 40
+    backend = private_backend(train_tokenizer(CORPUS + arabic, vocab_size=60).backend_tokenizer)
+    word = "\u0627\u0644\u0643\u062a\u0627\u0628"
+    assert backend.normalizer.normalize_str(word).count(" ") == 1
+    bounds, pieces = WordTokenizer(backend).tokenize([word.encode(), b"man", word.encode() + b"x"])
+    for k, text in enumerate([word, "man", word + "x"]):
+        assert pieces[bounds[k] : bounds[k + 1]].tolist() == backend.encode(text, add_special_tokens=False).ids

@@ -17,7 +17,6 @@ from .inference.encoder_helpers import (
     FEW_SENTENCES,
     backend_ids,
     checked_output,
-    merge_groups,
     modeling,
     private_backend,
     sentence_list,
@@ -30,7 +29,7 @@ from .inference.encoder_types import (
     load_model_encoder,
     new_model_encoder,
 )
-from .inference.piece_cache import WordPieceCache, split_plain
+from .inference.piece_cache import WordPieceCache
 from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 
@@ -305,22 +304,13 @@ class PSPEncoder:
         if self._word_cache is None or n <= FEW_SENTENCES:
             flat, lengths = self._tokenize_with_backend(sentences)
         else:
-            plain, raw = split_plain(sentences)
-            encoded = self._word_cache.encode_bytes(raw, n if plain is None else int(plain.sum()))
-            flat, lengths = encoded if plain is None else self._tokenize_mixed(sentences, plain, encoded)
+            flat, lengths = self._word_cache.encode_all(sentences, self._tokenize_with_backend)
         offsets = np.zeros(n, dtype=np.int64)
         np.cumsum(lengths[:-1], out=offsets[1:])
         return flat, offsets
 
     def _tokenize_with_backend(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return backend_ids(self._backend, sentences, str(self._folder or "the model's tokenizer"))
-
-    def _tokenize_mixed(self, sentences: Sequence[str], plain: np.ndarray, cached: tuple) -> tuple[np.ndarray, ...]:
-        """Merge in order: `cached`, the plain-ASCII sentences from the word cache, and the tokenizer's pieces of
-        the others."""
-        others = np.flatnonzero(~plain)
-        encoded = [cached, self._tokenize_with_backend(list(map(sentences.__getitem__, others.tolist())))]
-        return merge_groups(len(sentences), [np.flatnonzero(plain), others], encoded)
 
     def embed_ids(self, flat_ids: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Sentence embeddings of `(flat_ids, offsets)` bags: the unknown rule, then (weighted) pooling."""

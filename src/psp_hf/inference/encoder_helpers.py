@@ -132,18 +132,3 @@ def backend_ids(backend, sentences: Sequence[str], what: str) -> tuple[np.ndarra
     lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
     flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
-
-
-def merge_groups(n: int, groups: list[np.ndarray], encoded: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
-    """`(flat ids, lengths)` of `n` sentences from the `(flat, lengths)` of each group of rows, in row order."""
-    from .piece_cache import concatenated_ranges
-
-    lengths = np.zeros(n, dtype=np.int64)
-    for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
-        lengths[rows] = group_lengths
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    flat = np.empty(int(lengths.sum()), dtype=np.int64)
-    for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
-        flat[concatenated_ranges(starts[rows], group_lengths)] = group_flat
-    return flat, lengths

@@ -1,31 +1,34 @@
-"""A word → pieces cache that tokenizes plain-ASCII sentences in bulk, without the per-sentence Rust pipeline.
+"""A word → pieces cache that tokenizes sentences in bulk, without the per-sentence Rust pipeline.
 
 P-SP's tokenizer segments each whitespace-separated word on its own (sentencepiece splits by whitespace;
-the converted tokenizer's Metaspace pre-tokenizer does the same), and for printable ASCII text its
-normalizer is just lowercasing and whitespace folding. So a sentence's pieces are the concatenation of its
-lowercased words' pieces, and each distinct word needs the real tokenizer only once. Anything else
-(non-ASCII, control characters) goes through the real tokenizer; tests check both paths agree on real data.
+the converted tokenizer's Metaspace pre-tokenizer does the same), and its normalizer works character by character
+(lowercasing, the charsmap) apart from whitespace folding. So a sentence's pieces are the concatenation of its
+words' pieces, and each distinct word needs the real tokenizer only once. `WordTokenizer` checks, once per word,
+that a word with characters beyond ASCII cuts the same alone as in a sentence; a sentence holding a word that does
+not (and any sentence with a control character) goes through the real tokenizer. Tests check both paths agree on
+real data in several languages.
 
-A batch is handled as one byte array: words are found, lowercased and hashed with numpy, looked up in a sorted
-hash index and then compared byte for byte with the stored word, so the result is exact (a hash collision only
-costs a fresh tokenization) and almost all of the work runs in numpy kernels that release the GIL: threads
-encoding separate batches overlap. Readers use an immutable snapshot of the cache; only adding words takes a lock.
-The cache is bounded: once full it keeps the words it has (the frequent ones come first in any sizeable text) and
-tokenizes the words it lacks batch by batch, without storing them.
+A batch is handled as one byte array (UTF-8): words are found, their ASCII letters lowercased and hashed with
+numpy, looked up in a sorted hash index and then compared byte for byte with the stored word, so the result is
+exact (a hash collision only costs a fresh tokenization) and almost all of the work runs in numpy kernels that
+release the GIL: threads encoding separate batches overlap. Readers use an immutable snapshot of the cache; only
+adding words takes a lock. The cache is bounded: once full it keeps the words it has (the frequent ones come first
+in any sizeable text) and tokenizes the words it lacks batch by batch, without storing them.
 """
 
 from __future__ import annotations
 
-import itertools
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import native_panics
+from .word_tokenizer import REFUSED, WordTokenizer
 
 _NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def _splitmix64(keys: np.ndarray) -> np.ndarray:
@@ -69,27 +72,23 @@ class _Words:
 
 
 def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
-    """The printable-ASCII sentences (the ones the cache can encode) as one byte array, joined by newlines, and
+    """The sentences the cache can encode (no control character) as one UTF-8 byte array, joined by newlines, and
     which sentences they are: a boolean mask, or None when all are."""
     text = "\n".join(sentences)
     n = len(sentences)
     if n == 0:
         return None, np.zeros(0, dtype=np.uint8)
-    if text.isascii():
-        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-        newlines = np.flatnonzero(raw == _NEWLINE)
-        if len(newlines) == n - 1 and np.count_nonzero((raw < 32) | (raw == 127)) == n - 1:
-            return None, raw
-    else:
-        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-        newlines = np.flatnonzero(raw == _NEWLINE)
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    control = (raw < 32) | (raw == 127)
+    newlines = np.flatnonzero(raw == _NEWLINE)
+    if len(newlines) == n - 1 and np.count_nonzero(control) == n - 1:
+        return None, raw
     if len(newlines) != n - 1:  # a sentence has a newline of its own: ask each sentence
-        plain = np.fromiter((s.isascii() and s.isprintable() for s in sentences), dtype=bool, count=n)
+        plain = np.fromiter((_CONTROL.search(s) is None for s in sentences), dtype=bool, count=n)
         kept = "\n".join(s for s, ok in zip(sentences, plain.tolist(), strict=True) if ok)
-        return plain, np.frombuffer(kept.encode("ascii"), dtype=np.uint8)
+        return plain, np.frombuffer(kept.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     plain = np.ones(n, dtype=bool)
-    # Bytes of non-ASCII characters are all >= 128 in UTF-8; the other bad bytes are control characters.
-    bad = np.flatnonzero(((raw < 32) & (raw != _NEWLINE)) | (raw >= 127))
+    bad = np.flatnonzero(control & (raw != _NEWLINE))
     plain[np.searchsorted(newlines, bad)] = False
     # Keep the bytes of each plain sentence with the newline that ends it (a newline belongs to the sentence
     # before it); the last plain sentence then has one newline too many unless it is the last sentence.
@@ -103,13 +102,13 @@ def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray
 
 
 def plain_sentences(sentences: Sequence[str]) -> np.ndarray:
-    """Which sentences are printable ASCII (the ones the cache can encode)."""
+    """Which sentences have no control character (the ones the cache can try to encode)."""
     plain, _ = split_plain(sentences)
     return np.ones(len(sentences), dtype=bool) if plain is None else plain
 
 
 def _split_words(raw: np.ndarray, n: int) -> _Words:
-    """Words of `n` printable-ASCII sentences, `raw` their bytes joined by newlines."""
+    """Words of `n` sentences without control characters, `raw` their UTF-8 bytes joined by newlines."""
     newlines = np.flatnonzero(raw == _NEWLINE)
     upper = (raw >= 65) & (raw <= 90)
     low = raw | (upper.view(np.uint8) << np.uint8(5))
@@ -263,7 +262,7 @@ class WordPieceCache:
     are tokenized for the batch that holds them."""
 
     def __init__(self, backend, max_words: int = 500_000):
-        self._backend = backend
+        self._words = WordTokenizer(backend)
         self._max_words = max_words
         self._lock = threading.Lock()
         self._snapshot = _Snapshot.empty()
@@ -272,15 +271,39 @@ class WordPieceCache:
         return self._snapshot.n_words
 
     def encode(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        """Piece ids of printable-ASCII sentences: `(flat_ids, lengths)` (pieces per sentence); None when a
-        sentence is not printable ASCII (the tokenizer must handle those)."""
+        """Piece ids of sentences: `(flat_ids, lengths)` (pieces per sentence); None when a sentence has a control
+        character or a word that cuts differently alone (the tokenizer must handle those)."""
         plain, raw = split_plain(sentences)
-        return self.encode_bytes(raw, len(sentences)) if plain is None else None
+        if plain is not None:
+            return None
+        flat, lengths, refused = self.encode_bytes(raw, len(sentences))
+        return None if refused is not None else (flat, lengths)
 
-    def encode_bytes(self, raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """`encode` of `n` printable-ASCII sentences given as `split_plain` gives them: bytes joined by newlines."""
+    def encode_all(
+        self, sentences: Sequence[str], tokenize: Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`(flat_ids, lengths)` of every sentence: the cache's pieces where it can, `tokenize`'s (the tokenizer
+        itself) for a sentence with a control character or a word the cache refused."""
+        n = len(sentences)
+        plain, raw = split_plain(sentences)
+        flat, lengths, refused = self.encode_bytes(raw, n if plain is None else int(plain.sum()))
+        if refused is not None:
+            cached = np.arange(n) if plain is None else np.flatnonzero(plain)
+            plain = np.zeros(n, dtype=bool)
+            plain[cached[~refused]] = True
+            lengths = lengths[~refused]
+        if plain is None:
+            return flat, lengths
+        others = np.flatnonzero(~plain)
+        encoded = [(flat, lengths), tokenize(list(map(sentences.__getitem__, others.tolist())))]
+        return merge_groups(n, [np.flatnonzero(plain), others], encoded)
+
+    def encode_bytes(self, raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """`(flat_ids, lengths, refused)` of `n` sentences given as `split_plain` gives them: UTF-8 bytes joined by
+        newlines. `refused` is None, or marks the sentences that hold a word `WordTokenizer` refused: they have no
+        pieces here (length 0) and must go through the tokenizer."""
         if n == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), None
         words = _split_words(raw, n)
         snapshot = self._snapshot
         ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
@@ -307,7 +330,16 @@ class WordPieceCache:
             local = np.flatnonzero(ids < 0)
             new = lengths[local]
             flat[concatenated_ranges(word_ends[local], new)] = local_pieces[concatenated_ranges(local_starts, new)]
-        return flat, np.diff(word_ends[words.sentence_bounds])
+        sentence_ends = word_ends[words.sentence_bounds]
+        lengths = np.diff(sentence_ends)
+        if not len(flat) or flat.min() != REFUSED:
+            return flat, lengths, None
+        refused = np.zeros(n, dtype=bool)
+        refused[np.searchsorted(sentence_ends, np.flatnonzero(flat == REFUSED), side="right") - 1] = True
+        kept = ~refused
+        flat = flat[concatenated_ranges(sentence_ends[:-1][kept], lengths[kept])]
+        lengths[refused] = 0
+        return flat, lengths, refused
 
     def _add_missing(self, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray, tuple | None]:
         """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot. When
@@ -332,7 +364,7 @@ class WordPieceCache:
                     ids[unresolved] = [first_id + k for k in self._positions_in(words, unresolved, new_words)]
                 return snapshot, ids, None
         # Full: tokenize this batch's new words outside the lock and keep them out of the cache.
-        bounds, pieces = self._tokenize_words(list(new_words))
+        bounds, pieces = self._words.tokenize(list(new_words))
         which = np.fromiter(self._positions_in(words, missing, new_words), dtype=np.int64, count=len(missing))
         return snapshot, ids, (which, bounds, pieces)
 
@@ -351,18 +383,9 @@ class WordPieceCache:
         starts, ends, hashes = (array[which].tolist() for array in (words.starts, words.ends, words.hashes))
         return dict(zip((text[s:e] for s, e in zip(starts, ends, strict=True)), hashes, strict=True))
 
-    def _tokenize_words(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """The pieces of each word: `(bounds, pieces)`, word k's being `pieces[bounds[k]:bounds[k + 1]]`."""
-        with native_panics("the model's tokenizer"):
-            encodings = self._backend.encode_batch_fast([w.decode("ascii") for w in words], add_special_tokens=False)
-        ids = [encoding.ids for encoding in encodings]
-        bounds = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=bounds[1:])
-        return bounds, np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(bounds[-1]))
-
     def _append(self, snapshot: _Snapshot, new_words: dict[bytes, int]) -> _Snapshot:
         """A snapshot with `new_words` (lowercased bytes → hash) tokenized and stored after the current words."""
-        new_bounds, new_pieces = self._tokenize_words(list(new_words))
+        new_bounds, new_pieces = self._words.tokenize(list(new_words))
         n, added = snapshot.n_words, len(new_words)
         piece_lengths = np.diff(new_bounds)
         byte_lengths = np.fromiter(map(len, new_words), dtype=np.int64, count=added)
@@ -401,3 +424,16 @@ class WordPieceCache:
             main=main,
             recent=recent,
         )
+
+
+def merge_groups(n: int, groups: list[np.ndarray], encoded: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """`(flat ids, lengths)` of `n` sentences from the `(flat, lengths)` of each group of rows, in row order."""
+    lengths = np.zeros(n, dtype=np.int64)
+    for rows, (_, group_lengths) in zip(groups, encoded, strict=True):
+        lengths[rows] = group_lengths
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    flat = np.empty(int(lengths.sum()), dtype=np.int64)
+    for rows, (group_flat, group_lengths) in zip(groups, encoded, strict=True):
+        flat[concatenated_ranges(starts[rows], group_lengths)] = group_flat
+    return flat, lengths
