@@ -194,6 +194,8 @@ def test_old_spellings_are_checked_like_the_new(capsys):
         (["i", "-o", "O", "--max", "x"], "argument --max/--most: invalid int value: 'x'"),
         (["i", "-o", "O", "--languages"], "argument --languages: expected at least one argument"),
         (["i", "-o", "O", "--noisy", "--quiet-ish"], "argument --quiet-ish: not allowed with argument --noisy"),
+        (["i", "-o", "O", "--quiet-ish", "--noisy"], "argument --noisy: not allowed with argument --quiet-ish"),
+        (["i", "-o", "O", "--loud", "--noisy"], "argument --noisy: not allowed with argument --loud"),
         (["i"], "the following arguments are required: -o/--output"),
     ):
         with pytest.raises(SystemExit):

@@ -113,13 +113,15 @@ def add(parser: Any, *options: str, old: Sequence[str] = (), **kwargs: Any) -> a
     `parser` is a `Parser` or a group made by one. The old spellings are one more argument with the same `dest`,
     nargs, const, type, choices and metavar, hidden (`help=argparse.SUPPRESS`) and with no default of its own
     (`default=argparse.SUPPRESS`), that passes what it parses to the new one; in a mutually exclusive group it
-    belongs to the group too. A required argument is satisfied by either spelling. Returns the new argument."""
+    belongs to the group too, so it excludes the others as the new spelling does (giving both spellings of one
+    argument there is refused too). A required argument is satisfied by either spelling. Error messages name the
+    spelling given (`argument --out: expected one argument`). Returns the new argument."""
+    owner = parser if isinstance(parser, Parser) else _PARSER_OF.get(parser)
+    if old and owner is None:
+        raise TypeError(f"old spellings {', '.join(old)} need a flags.Parser or a group made by one")
     action = parser.add_argument(*options, **kwargs)
     if not old:
         return action
-    owner = parser if isinstance(parser, Parser) else _PARSER_OF.get(parser)
-    if owner is None:
-        raise TypeError(f"old spellings {', '.join(old)} need a flags.Parser or a group made by one")
     parser.add_argument(
         *old,
         action=OldSpelling,
