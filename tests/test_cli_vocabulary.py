@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from psp_hf.cli import COMMANDS, build_parser, command_parser, parse_args
-from psp_hf.cli.flags import HIDDEN, Parser, cores_available
+from psp_hf.cli.flags import Parser, cores_available
 
 # The complete `psp` command lines of the README as of commit 3e2a741 (placeholders kept, `[...]` optional parts
 # written out), each beside the same command in today's spelling. Fragments (`psp train ...`) are left out.
@@ -148,7 +148,7 @@ def _options(text: str) -> set[str]:
 def test_help_shows_only_the_new_spellings(name):
     for prog, parser in _parsers_of(name):
         shown = _options(parser.format_help())
-        hidden = {alias for action in parser._actions for alias in getattr(action, HIDDEN, ())}
+        hidden = set(parser.old_spellings)
         assert not shown & hidden, (prog, shown & hidden)
         assert not shown & set(OLD_OUTPUT_SPELLINGS), prog
         assert "-q" in shown and "--quiet" in shown, prog
@@ -171,9 +171,8 @@ def test_top_level_help_lists_every_command():
 @pytest.mark.parametrize("name", [name for name in COMMANDS if name != "train"])
 def test_threads_has_one_default(name):
     for prog, parser in _parsers_of(name):
-        for action in parser._actions:
-            if "--threads" in action.option_strings:
-                assert action.default == cores_available(), prog
+        if "--threads" in _options(parser.format_help()):
+            assert parser.get_default("threads") == cores_available(), prog
 
 
 def test_columns_is_one_parser():

@@ -7,46 +7,59 @@
 - `-q/--quiet`: on every command.
 
 Spellings of earlier versions (`--out`, `--output-dir`, `--cache` for an output, `--data` for the data folder) still
-parse, as hidden aliases of the same argument: `add` registers them with the argument, and `HelpFormatter` leaves
-them out of `--help`, so the help shows one vocabulary while every old command line keeps working.
+parse, as hidden aliases of the same argument: `add` registers each argument's old spellings as an argument of their
+own, with `help=argparse.SUPPRESS` (so `--help` and the usage line leave them out) that fills the same `dest` the same
+way, so the help shows one vocabulary while every old command line keeps working. Only argparse's public API is used.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import PSPInputError
 
-# The attribute of an argparse action that holds its hidden (old) option strings.
-HIDDEN = "psp_hidden_aliases"
+# The parser each argument group or mutually exclusive group (made by a `Parser`) belongs to: `add` records old
+# spellings on the parser, which argparse's public API does not reach from a group.
+_PARSER_OF: weakref.WeakKeyDictionary[Any, Parser] = weakref.WeakKeyDictionary()
 
 
-class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, leaving out the old spellings an argument still accepts."""
+class OldSpelling(argparse.Action):
+    """An earlier spelling of an argument (`--out` for `-o/--output`): hidden from help, it hands what it parsed to
+    the argument itself (`target`), so that the value lands in the same place in the same way (store, store_true,
+    append...). Built by `add` with the target's nargs, const, type and choices, so argparse converts and checks
+    the value exactly as for the new spelling."""
 
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        hidden = getattr(action, HIDDEN, ())
-        if not hidden:
-            return super()._format_action_invocation(action)
-        shown = [option for option in action.option_strings if option not in hidden]
-        # Format a copy, so that parsing (which reads option_strings) still knows the old spellings.
-        copy = argparse.Action(shown, action.dest, nargs=action.nargs, choices=action.choices, metavar=action.metavar)
-        return super()._format_action_invocation(copy)
+    def __init__(self, option_strings: Sequence[str], dest: str, *, target: argparse.Action, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.target = target
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        self.target(parser, namespace, values, option_string)
+        if self.target.required and isinstance(parser, Parser):
+            # argparse counts a required argument as given only when its own spelling was: the old one stands in.
+            parser.satisfied_by_old_spelling(self.target)
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose help hides old spellings; subcommands' parsers are built with this class too."""
+    """An ArgumentParser that records the old spellings `add` gives its arguments (`old_spellings`) and its
+    subcommands (`subcommands`); subcommands' parsers are built with this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         # Subcommand name -> (one-line help, its parser), in the order added. argparse has no public way to list
         # a parser's subcommands; the CLI reference (`reference.py`) walks this instead.
         self.subcommands: dict[str, tuple[str, Parser]] = {}
+        # Old spelling -> the argument it fills (its shown spellings are `option_strings`); for tests and tools.
+        self.old_spellings: dict[str, argparse.Action] = {}
         self._subcommand_action: Any = None
+        # Required arguments given by an old spelling in the parse under way (required again once it ends).
+        self._relaxed: list[argparse.Action] = []
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         """argparse's `add_subparsers`, remembered so that `add_subcommand` adds to it."""
@@ -61,13 +74,68 @@ class Parser(argparse.ArgumentParser):
         self.subcommands[name] = (help, child)
         return child
 
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        """argparse's `add_argument_group`; `add` on the group records old spellings on this parser."""
+        group = super().add_argument_group(*args, **kwargs)
+        _PARSER_OF[group] = self
+        return group
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        """argparse's `add_mutually_exclusive_group`; `add` on the group records old spellings on this parser."""
+        group = super().add_mutually_exclusive_group(**kwargs)
+        _PARSER_OF[group] = self
+        return group
+
+    def record_old_spellings(self, action: argparse.Action, old: Sequence[str]) -> None:
+        """Note that the `old` spellings (already added, hidden) fill `action`: listed in `old_spellings`."""
+        for option in old:
+            self.old_spellings[option] = action
+
+    def satisfied_by_old_spelling(self, action: argparse.Action) -> None:
+        """Required `action` was given by an old spelling: not required for the rest of the parse under way."""
+        action.required = False
+        self._relaxed.append(action)
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        """argparse's `parse_known_args`; required arguments given by an old spelling count as given."""
+        try:
+            return super().parse_known_args(args, namespace)
+        finally:
+            # Required again for the usage line and the next parse.
+            for action in self._relaxed:
+                action.required = True
+            self._relaxed.clear()
+
 
 def add(parser: Any, *options: str, old: Sequence[str] = (), **kwargs: Any) -> argparse.Action:
     """`parser.add_argument(*options, **kwargs)`, also accepting the `old` spellings, which help does not show.
 
-    The first long option names the argument (its `dest`), so the old spellings fill the same attribute."""
-    action = parser.add_argument(*options, *old, **kwargs)
-    setattr(action, HIDDEN, tuple(old))
+    `parser` is a `Parser` or a group made by one. The old spellings are one more argument with the same `dest`,
+    nargs, const, type, choices and metavar, hidden (`help=argparse.SUPPRESS`) and with no default of its own
+    (`default=argparse.SUPPRESS`), that passes what it parses to the new one; in a mutually exclusive group it
+    belongs to the group too, so it excludes the others as the new spelling does (giving both spellings of one
+    argument there is refused too). A required argument is satisfied by either spelling. Error messages name the
+    spelling given (`argument --out: expected one argument`). Returns the new argument."""
+    owner = parser if isinstance(parser, Parser) else _PARSER_OF.get(parser)
+    if old and owner is None:
+        raise TypeError(f"old spellings {', '.join(old)} need a flags.Parser or a group made by one")
+    action = parser.add_argument(*options, **kwargs)
+    if not old:
+        return action
+    parser.add_argument(
+        *old,
+        action=OldSpelling,
+        target=action,
+        dest=action.dest,
+        nargs=action.nargs,
+        const=action.const,
+        type=action.type,
+        choices=action.choices,
+        metavar=action.metavar,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+    owner.record_old_spellings(action, old)
     return action
 
 

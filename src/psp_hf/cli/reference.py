@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 
 from . import COMMANDS, build_parser, command_parser
-from .flags import HelpFormatter, Parser
+from .flags import Parser
 
 # Wide enough for the long option lists, narrow enough to read on GitHub without scrolling much.
 WIDTH = 100
@@ -26,8 +26,9 @@ WIDTH = 100
 MACHINE_CORES = re.compile(r"the cores available, \d+\)")
 
 
-class _FixedWidthFormatter(HelpFormatter):
-    """The psp help formatter (old spellings hidden) at a fixed width (it reads the terminal's width otherwise)."""
+class _FixedWidthFormatter(argparse.HelpFormatter):
+    """argparse's help formatter at a fixed width (it reads the terminal's width otherwise); old spellings are
+    hidden arguments (`help=argparse.SUPPRESS`), which no formatter shows."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=WIDTH, max_help_position=32)

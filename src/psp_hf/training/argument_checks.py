@@ -159,8 +159,8 @@ def add_field_arguments(parser: argparse.ArgumentParser, cls: type) -> list[tupl
 
     Every flag parses to None when not given, so that a config file can fill it in before the defaults do. A field
     is shown under its `aliases` or `--name-with-dashes`; its other spellings (`--name_with_underscores`,
-    `--field-name` beside an alias) still parse. Returns each action with those other spellings, so that a help
-    formatter can leave them out.
+    `--field-name` beside an alias) still parse, added as hidden arguments of their own (`help=argparse.SUPPRESS`)
+    that fill the same field. Returns each shown action with its other spellings.
     """
     hints = typing.get_type_hints(cls)
     added = []
@@ -192,14 +192,23 @@ def _add_field(parser: argparse.ArgumentParser, spec: dataclasses.Field, hint: A
         options.update(type=kind, choices=rules.get("choices"), nargs="+" if is_list else None)
     if rules.get("aliases") and kind is not bool:
         options["metavar"] = shown[-1].lstrip("-").replace("-", "_").upper()
-    action = parser.add_argument(*shown, *hidden, **options)
+    action = parser.add_argument(*shown, **options)
+    _add_hidden(parser, hidden, options)
     added = [(action, hidden)]
     if kind is bool:
         long_name = shown[-1]
         negative = ("--no-" + long_name[2:],)
         hidden_negative = _spellings(negative, ("--no-" + spec.name.replace("_", "-"), "--no_" + spec.name))
-        action = parser.add_argument(
-            *negative, *hidden_negative, action="store_false", dest=spec.name, default=None, help=f"not {long_name}"
-        )
+        options = {"action": "store_false", "dest": spec.name, "default": None, "help": f"not {long_name}"}
+        action = parser.add_argument(*negative, **options)
+        _add_hidden(parser, hidden_negative, options)
         added.append((action, hidden_negative))
     return added
+
+
+def _add_hidden(parser: argparse.ArgumentParser, spellings: tuple[str, ...], options: dict[str, Any]) -> None:
+    """The other `spellings` of a flag added with `options`: an argument of their own filling the same field the same
+    way, left out of --help and usage (`help=SUPPRESS`) and with no default of its own (`default=SUPPRESS`), so it
+    never overwrites the flag's."""
+    if spellings:
+        parser.add_argument(*spellings, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS})

@@ -416,8 +416,8 @@ PAIRS_ONLY = fields_with(TrainingArguments, "pairs_only")
 def add_arguments(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action, tuple[str, ...]]]:
     """Add `--config` and one flag per `TrainingArguments` field (`--no-X` beside each boolean).
 
-    Returns each action with its other spellings (see `argument_checks.add_field_arguments`), so that the `psp`
-    help can hide them (`cli.flags.HIDDEN`).
+    Returns each action with its other spellings, which parse but are hidden from --help (see
+    `argument_checks.add_field_arguments`).
     """
     parser.add_argument("--config", help="JSON or YAML file of settings (flags given on the command line win)")
     return add_field_arguments(parser, TrainingArguments)
