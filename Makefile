@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages distill distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages distill distill-corpus distill-pool distill-label distill-train distill-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,9 +56,9 @@ bench: venv
 	$(PY) bench/eval.py
 	$(PY) bench/prepare.py
 
-# English text from Debian packages for the distillation pool (issue 7), unpacked without installing:
+# English text from Debian packages for the distillation corpus (issue 7), unpacked without installing:
 # WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
-# src/psp_hf/data/sources/registry_text.py for the licences; `psp prepare pool` finds them under .cache/registry-text/root.
+# src/psp_hf/data/sources/registry_text.py for the licences; `psp prepare distill-corpus` finds them under .cache/registry-text/root.
 # GCIDE (dict-gcide) is left out by default: it is larger than all the rest together, and labelling it with the
 # teacher would not fit the one-hour training budget on a 2-core machine. REGISTRY_DEBS="... dict-gcide" adds it.
 REGISTRY_DEBS ?= wordnet-base fortunes-min fortunes dict-devil dict-jargon
@@ -156,34 +156,42 @@ languages: venv registry-bitext registry-text
 comma := ,
 space := $(empty) $(empty)
 
-# Issue 7, end to end: pool -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
+# Issue 7, end to end: distillation corpus -> teacher labels -> three students -> the comparison table. Outputs under $(DISTILL).
 # Labelling is resumable (re-run the target after an interruption); a killed training run is continued by running
 # its train.py line again with --resume. The caption pairs pull away from general STS, so in the combined run the
 # margin loss gets a small weight (0.1 measured best against 1, and against teacher-mined pairs at 0.3); one epoch
-# of pairs with 1,024 pool sentences a step.
+# of pairs with 1,024 corpus sentences a step.
+# The distillation corpus was called the pool before; the old names DISTILL_POOL, DISTILL_POOL_WEIGHTS and the
+# distill-pool target still work, and a corpus already built in $(DISTILL)/pool is used (with its labels) as it is.
 DISTILL ?= .cache/distill
 DISTILL_THREADS ?= 2
-# How many pool sentences to label (the pool is shuffled, so a prefix samples every source); empty: all 1.4M.
-DISTILL_POOL ?=
-# Measured on the whole pool (results/english.md, "Vocabulary size"): STS-B dev rises from 30,000 pieces (84.47) to a tie
+# Where the distillation corpus goes: $(DISTILL)/distill-corpus, or $(DISTILL)/pool where an earlier version built it.
+DISTILL_CORPUS ?= $(if $(and $(wildcard $(DISTILL)/pool/sentences.parquet),$(if $(wildcard \
+	$(DISTILL)/distill-corpus/sentences.parquet),,old)),$(DISTILL)/pool,$(DISTILL)/distill-corpus)
+# How many corpus sentences to label (the corpus is shuffled, so a prefix samples every source); empty: all 1.4M.
+DISTILL_SENTENCES ?= $(DISTILL_POOL)
+# Measured on the whole corpus (results/english.md, "Vocabulary size"): STS-B dev rises from 30,000 pieces (84.47) to a tie
 # at 60,000-200,000 (84.95-85.04); on all 1.4M sentences it peaks within 3 epochs (the best step is kept).
 DISTILL_VOCAB ?= 100000
-# The combined run draws each Wikipedia sentence half as often as the rest of the pool: the best STS-B dev of the
+# The combined run draws each Wikipedia sentence half as often as the rest of the corpus: the best STS-B dev of the
 # runs measured (85.40; over three seeds it ties with equal weights, 85.30 against 85.28; results/english.md).
-DISTILL_POOL_WEIGHTS ?= wikipedia-2015=0.5
-DISTILL_EPOCHS ?= $(if $(DISTILL_POOL),10,3)
+# DISTILL_POOL_WEIGHTS (its old name), where set, even to nothing, is honoured.
+DISTILL_CORPUS_WEIGHTS ?= $(if $(filter undefined,$(origin DISTILL_POOL_WEIGHTS)),wikipedia-2015=0.5,$(DISTILL_POOL_WEIGHTS))
+DISTILL_EPOCHS ?= $(if $(DISTILL_SENTENCES),10,3)
 FLICKR_PAIRS := $(PSP_DATA)/paraphrase/en/flickr30k-captions/train.pairs.tsv.gz
 DISTILL_FLAGS := --teacher-cache $(DISTILL)/teacher-minilm --dim 384 --lr 0.01 --init-std 0.1 \
 	--distill-batch-size 512 --threads $(DISTILL_THREADS) --quiet
 
 distill: distill-table
 
-distill-pool: venv registry-text
-	test -f $(DISTILL)/pool/sentences.parquet || $(PSP) prepare pool -o $(DISTILL)/pool
+distill-corpus: venv registry-text
+	test -f $(DISTILL_CORPUS)/sentences.parquet || $(PSP) prepare distill-corpus -o $(DISTILL_CORPUS)
 
-distill-label: distill-pool
-	$(PSP) prepare label --corpus $(DISTILL)/pool -o $(DISTILL)/teacher-minilm \
-		--threads $(DISTILL_THREADS) --progress $(if $(DISTILL_POOL),--max-sentences $(DISTILL_POOL))
+distill-pool: distill-corpus
+
+distill-label: distill-corpus
+	$(PSP) prepare label --corpus $(DISTILL_CORPUS) -o $(DISTILL)/teacher-minilm \
+		--threads $(DISTILL_THREADS) --progress $(if $(DISTILL_SENTENCES),--max-sentences $(DISTILL_SENTENCES))
 
 distill-train: distill-label
 	test -f $(DISTILL)/m-distill/model.safetensors || $(PY) train.py -o $(DISTILL)/m-distill \
@@ -193,7 +201,7 @@ distill-train: distill-label
 	test -f $(DISTILL)/m-combined/model.safetensors || $(PY) train.py --data $(FLICKR_PAIRS) \
 		-o $(DISTILL)/m-combined --tokenizer $(DISTILL)/m-distill $(DISTILL_FLAGS) --distill-weight 1 \
 		--margin-weight 0.1 --teacher-negative-threshold 0.8 --distill-batch-size 1024 --epochs 1 \
-		$(if $(DISTILL_POOL_WEIGHTS),--pool-weights $(DISTILL_POOL_WEIGHTS))
+		$(if $(DISTILL_CORPUS_WEIGHTS),--corpus-weights $(DISTILL_CORPUS_WEIGHTS))
 
 distill-table: distill-train
 	$(PY) bench/distill_table.py --make-untrained $(DISTILL)/m-untrained --untrained-like $(DISTILL)/m-distill \

@@ -1,23 +1,24 @@
-"""Which teacher makes the best English student: one pool, several teachers and their ensembles, one recipe.
+"""Which teacher makes the best English student: one distillation corpus, several teachers and their
+ensembles, one recipe.
 
-Each teacher labels the pool once (`label_pool`, on `--device`); ensembles are made from those caches
+Each teacher labels the corpus once (`label_corpus`, on `--device`); ensembles are made from those caches
 (`psp_hf.teachers.combine`: `concat` and `mean` of the L2-normalised rows); every label set then trains a student
 with `make distill`'s combined recipe on the same tokenizer (caption pairs at margin weight 0.1, Wikipedia at half
 weight, kept at its best STS-B dev step), several students at a time. The table: each teacher's own scores, each
 student's STS-B dev (kept), STS12–16 (mean Pearson of the years), STS-B test and SICK-R test, and the labelling
 and training seconds.
 
-    python bench/english_teachers.py --pool POOL --tokenizer TOK --pairs PAIRS --out OUT \\
+    python bench/english_teachers.py --corpus CORPUS --tokenizer TOK --pairs PAIRS --out OUT \\
         --teacher minilm=minilm --teacher e5=E5_FOLDER --combine concat=minilm,e5 --combine mean=minilm,e5 \\
         [--device cuda] [--jobs 4 --threads 4] [--max-sentences N] [--recipe demo] [--labels NAME=CACHE]
 
 `--teacher NAME=PATH`: a sentence-transformers folder, `minilm` (the packaged all-MiniLM-L6-v2) or a named
-teacher (`e5-small`). Rerunning resumes: caches label only what they lack, finished students are kept.
+teacher (`e5-small`); `--pool` is `--corpus`'s name before the distillation corpus was renamed. Rerunning
+resumes: caches label only what they lack, finished students are kept.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 # `make distill`'s combined run (Makefile: DISTILL_FLAGS and the m-combined target).
 # `make demo`'s distilled student (psp_hf.experiments.demo.DEMO_DISTILL_FLAGS, less its --vocab-size and
-# --threads): distillation only, 10 passes over the pool.
+# --threads): distillation only, 10 passes over the corpus.
 DEMO_RECIPE = [
     *("--dim", "384", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1"),
     *("--distill-batch-size", "512", "--epochs", "10", "--quiet"),
@@ -37,7 +38,7 @@ DEMO_RECIPE = [
 RECIPE = [
     *("--dim", "384", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1", "--margin-weight", "0.1"),
     *("--teacher-negative-threshold", "0.8", "--distill-batch-size", "1024", "--epochs", "1"),
-    *("--pool-weights", "wikipedia-2015=0.5", "--quiet"),
+    *("--corpus-weights", "wikipedia-2015=0.5", "--quiet"),
 ]
 
 
@@ -52,14 +53,14 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
 
 
 def _teacher_path(path: str) -> str | None:
-    return None if path == "minilm" else path  # None: label_pool's default, the packaged all-MiniLM-L6-v2
+    return None if path == "minilm" else path  # None: label_corpus's default, the packaged all-MiniLM-L6-v2
 
 
 def label(name: str, path: str, args, out: Path) -> dict:
-    """Label the pool with one teacher (`psp prepare label` in its own process, so teachers label side by side)."""
+    """Label the corpus with one teacher (`psp prepare label` in its own process, so teachers label side by side)."""
     cache = out / f"labels-{name}"
     backend = "torch" if args.device != "cpu" else args.backend
-    command = [sys.executable, "-m", "psp_hf.cli", "prepare", "label", "--corpus", args.pool, "-o", str(cache)]
+    command = [sys.executable, "-m", "psp_hf.cli", "prepare", "label", "--corpus", args.corpus, "-o", str(cache)]
     command += ["--backend", backend, "--device", args.device, "--threads", str(args.threads), "--chunk-size", "65536"]
     if path != "minilm":  # else the default teacher, the packaged all-MiniLM-L6-v2
         command += ["--teacher", path]
@@ -140,8 +141,10 @@ def markdown(table: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pool", required=True, help="pool folder (psp prepare pool)")
+    from psp_hf.cli import flags
+
+    parser = flags.Parser(description=__doc__.splitlines()[0])
+    flags.add(parser, "--corpus", old=("--pool",), required=True, help="corpus folder (psp prepare distill-corpus)")
     parser.add_argument("--tokenizer", required=True, help="one tokenizer for every student")
     parser.add_argument("--pairs", default=None, help="the caption pairs of the combined recipe")
     parser.add_argument(
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="where teachers label (cuda: torch on the GPU)")
     parser.add_argument("--backend", default="onnx-int8", help="labelling backend on the CPU")
     parser.add_argument("--label-batch-size", type=int, default=None)
-    parser.add_argument("--max-sentences", type=int, default=None, help="label and distil the pool's first N only")
+    parser.add_argument("--max-sentences", type=int, default=None, help="label and distil the corpus's first N only")
     parser.add_argument("--label-jobs", type=int, default=1, help="teachers labelling at a time")
     parser.add_argument("--jobs", type=int, default=1, help="students trained at a time")
     parser.add_argument("--threads", type=int, default=1, help="threads per student (and CPU labelling)")
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in teachers.items():
             rows[name]["teacher_scores"] = scores(path, args.data_dir, device=args.device)
             print(f"[{name}] teacher: {json.dumps(rows[name]['teacher_scores'])}", flush=True)
-    table = {"rows": list(rows.values()), "pool": str(args.pool), "max_sentences": args.max_sentences}
+    table = {"rows": list(rows.values()), "corpus": str(args.corpus), "max_sentences": args.max_sentences}
     (report / "table.json").write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
     text = markdown(table)
     (report / "table.md").write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Which matrix products of the int8 teacher to keep in fp32: agreement with the fp32 export and speed, per variant.
 
-    python bench/int8_variants.py --pool .cache/distill/pool --sentences 5000 --threads 2 --out .cache/int8-variants
+    python bench/int8_variants.py --corpus .cache/distill/pool --sentences 5000 --threads 2 --out .cache/int8-variants
 
 Each variant is `onnxruntime.quantization.quantize_dynamic` with some of the exported teacher's products left out
 (`nodes_to_exclude`). Columns: cosine of each label to the fp32 export's label of the same sentence (mean and
@@ -12,7 +12,6 @@ scored like any other (results/teachers-english.md's student table).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import time
@@ -32,9 +31,13 @@ VARIANTS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pool", required=True, help="a pool from `psp prepare pool` (folder, parquet or txt)")
-    parser.add_argument("--sentences", type=int, default=5_000, help="the pool's first N sentences")
+    from psp_hf.cli import flags
+
+    parser = flags.Parser(description=__doc__.split("\n\n")[0])
+    # --pool: the flag's name before the distillation corpus was renamed.
+    help_text = "a corpus from `psp prepare distill-corpus` (folder, parquet or txt)"
+    flags.add(parser, "--corpus", old=("--pool",), required=True, help=help_text)
+    parser.add_argument("--sentences", type=int, default=5_000, help="the corpus's first N sentences")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--passes", type=int, default=2, help="timings of each variant, taken in turn")
     parser.add_argument("--out", required=True, help="folder for the fp32 export and the variants")
@@ -42,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnx
 
-    from psp_hf.data.pool import read_corpus
+    from psp_hf.data.distill_corpus import read_corpus
     from psp_hf.teachers.labels import load_teacher, teacher_name
     from psp_hf.teachers.onnx import OnnxTeacher, _quantize, _teacher_parts, first_feed_forward_output
 
-    sentences = sorted(read_corpus(args.pool)[: args.sentences], key=lambda s: (len(s), s))
+    sentences = sorted(read_corpus(args.corpus)[: args.sentences], key=lambda s: (len(s), s))
     teacher = load_teacher()
     reference_dir = Path(args.out) / "fp32" / "onnx"
     fp32 = OnnxTeacher.from_sentence_transformer(
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             cosines[variant] = (labels * reference).sum(1)
             print(f"{variant}: {speeds[variant][-1]:.0f} sentences/s", file=sys.stderr, flush=True)
     base = np.mean(speeds["all-int8"])
-    print(f"\n{len(sentences):,} pool sentences, {args.threads} thread(s), {args.passes} pass(es)")
+    print(f"\n{len(sentences):,} corpus sentences, {args.threads} thread(s), {args.passes} pass(es)")
     print("\n| variant | MatMul nodes left out | cosine to fp32 (mean / min) | sentences/s | vs all-int8 |")
     print("|---|---|---|---|---|")
     for variant, names in left_out.items():

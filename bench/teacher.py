@@ -1,12 +1,13 @@
 """Teacher labelling speed and agreement: the sentence-transformers teacher (torch, fp32) against its ONNX Runtime
-exports (fp32 and int8 weights), on the same pool sentences, on this machine's threads.
+exports (fp32 and int8 weights), on the same corpus sentences, on this machine's threads.
 
-    python bench/teacher.py --pool .cache/distill/pool --sentences 10000 --threads 2
+    python bench/teacher.py --corpus .cache/distill/pool --sentences 10000 --threads 2
     python bench/teacher.py --multilingual 250 --teacher e5-small --threads 2      # 250 a language, 8 languages
     python bench/teacher.py --multilingual 250 --teacher use-multilingual --backends numpy
 
 `--multilingual N` takes the first N sentences of each language's unlabeled text in $PSP_DATA (en ar de es fr ru
-tr zh) instead of a pool. The named teachers are docs/teachers.md's; `use-multilingual` has one backend, numpy.
+tr zh) instead of a distillation corpus. The named teachers are docs/teachers.md's; `use-multilingual` has one
+backend, numpy.
 
 Columns: sentences/s (wall clock, the teacher already loaded and warmed up; the ONNX rows include neither the
 export nor the quantisation, which happen once per cache), CPU seconds per 1,000 sentences (all threads summed:
@@ -17,7 +18,6 @@ the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -60,27 +60,32 @@ def multilingual_sample(per_language: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from psp_hf.cli import flags
+
+    parser = flags.Parser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--pool", help="a pool from `psp prepare pool` (folder, parquet or txt)")
+    # --pool: the flag's name before the distillation corpus was renamed.
+    flags.add(
+        source, "--corpus", old=("--pool",), help="a corpus from `psp prepare distill-corpus` (folder, parquet or txt)"
+    )
     source.add_argument(
         "--multilingual", type=int, metavar="N", help="N sentences of each of 8 languages from $PSP_DATA/unlabeled"
     )
-    parser.add_argument("--sentences", type=int, default=10_000, help="the pool's first N sentences")
+    parser.add_argument("--sentences", type=int, default=10_000, help="the corpus's first N sentences")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--teacher", default=None, help="sentence-transformers folder or Hub id (default MiniLM)")
     parser.add_argument("--backends", default="torch,onnx,onnx-int8")
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
 
-    from psp_hf.data.pool import read_corpus
+    from psp_hf.data.distill_corpus import read_corpus
     from psp_hf.errors import PSPInputError
     from psp_hf.teachers.labels import default_batch_size, labelling_teacher, load_teacher, teacher_name
     from psp_hf.teachers.onnx import OnnxTeacher
 
-    sentences = read_corpus(args.pool)[: args.sentences] if args.pool else multilingual_sample(args.multilingual)
+    sentences = read_corpus(args.corpus)[: args.sentences] if args.corpus else multilingual_sample(args.multilingual)
     # Each sentence's language, for the per-language agreement of --multilingual (the sample is in LANGUAGES order).
-    language_of = {} if args.pool else {s: LANGUAGES[i // args.multilingual] for i, s in enumerate(sentences)}
+    language_of = {} if args.corpus else {s: LANGUAGES[i // args.multilingual] for i, s in enumerate(sentences)}
     # What labelling does: chunks sorted by length (the cache sorts before it calls the teacher).
     sentences.sort(key=lambda s: (len(s), s))
     backends = args.backends.split(",")
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{backend}: {rows[-1]['sentences_per_s']:.0f} sentences/s", file=sys.stderr, flush=True)
     base = rows[0]
     load = os.getloadavg()[0]
-    what = "pool" if args.pool else f"multilingual ({args.multilingual} each of {', '.join(LANGUAGES)})"
+    what = "corpus" if args.corpus else f"multilingual ({args.multilingual} each of {', '.join(LANGUAGES)})"
     print(f"\n{len(sentences):,} {what} sentences, {args.threads} thread(s), load average at the end: {load:.1f}")
     print(
         f"\n| backend | sentences/s | vs {base['backend']} | CPU s / 1,000 | cosine to {base['backend']} (mean / min) |"

@@ -24,7 +24,7 @@ BASE = {
     "psp prepare paraphrases": ["p.tsv"],
     "psp prepare bitext": ["p.tsv", "--lang", "de"],
     "psp prepare registry-bitext": ["--lang", "de", "-o", "O"],
-    "psp prepare pool": ["-o", "O"],
+    "psp prepare distill-corpus": ["-o", "O"],
     "psp prepare label": ["--corpus", "C", "-o", "O"],
     "psp prepare mine-pairs": ["--cache", "C", "-o", "O"],
     "psp prepare bitext-sources": ["--lang", "de", "-o", "O"],
@@ -97,7 +97,7 @@ def test_every_parser_with_old_spellings_has_a_base_command_line():
     for prog, argv in BASE.items():
         assert _parses(walked[prog], argv) is not None, prog
     # The old spellings the README used are among them.
-    assert {"--out", "--data"} <= set(walked["psp prepare pool"].old_spellings)
+    assert {"--out", "--data"} <= set(walked["psp prepare distill-corpus"].old_spellings)
     assert "--cache" in walked["psp prepare label"].old_spellings
     assert {"--output-dir", "--output_dir", "--batch_size"} <= set(walked["psp train"].old_spellings)
 

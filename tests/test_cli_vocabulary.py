@@ -69,7 +69,7 @@ README_COMMANDS = [
      "prepare paraphrases bt-cs/pairs.tsv -o bt-cs-prepared"),
     ("prepare paraphrases pairs.tsv.gz --columns sentence1,sentence2 --no-score-filter --no-overlap-filter",) * 2,
     ("prepare paraphrases pairs.tsv.gz --out data/paranmt-en", "prepare paraphrases pairs.tsv.gz -o data/paranmt-en"),
-    ("prepare pool --out POOL", "prepare pool -o POOL"),
+    ("prepare pool --out POOL", "prepare distill-corpus -o POOL"),
     ("prepare registry-bitext --lang de --out data/de-en-registry",
      "prepare registry-bitext --lang de -o data/de-en-registry"),
     ("prepare registry-bitext --lang ru --out ru-registry", "prepare registry-bitext --lang ru -o ru-registry"),
@@ -108,7 +108,10 @@ README_COMMANDS = [
 # Old spellings the parsers had that the README did not show.
 OTHER_OLD_SPELLINGS = [
     ("eval -m M --data DIR", "eval -m M --data-dir DIR"),
-    ("prepare pool --out POOL --data DIR", "prepare pool -o POOL --data-dir DIR"),
+    ("prepare pool --out POOL --data DIR", "prepare distill-corpus -o POOL --data-dir DIR"),
+    ("prepare pool -o C --no-registry -q", "prepare distill-corpus -o C --no-registry -q"),
+    ("train --teacher-cache C --pool-weights w=2 -o O", "train --teacher-cache C --corpus-weights w=2 -o O"),
+    ("train --teacher-cache C --pool_weights w=2 -o O", "train --teacher-cache C --corpus-weights w=2 -o O"),
     ("prepare bitext-sources --lang fr --out D --data DIR", "prepare bitext-sources --lang fr -o D --data-dir DIR"),
     ("prepare mono --lang fr --out D --data DIR", "prepare mono --lang fr -o D --data-dir DIR"),
     ("languages --data DIR", "languages --data-dir DIR"),
@@ -133,6 +136,22 @@ def test_an_old_spelling_fills_the_new_argument():
     assert args.data_dir == "DIR"
     args = parse_args(["train", "--data", "P", "--output-dir", "O"])
     assert args.output_dir == "O" and args.data == ["P"]
+
+
+def test_the_distillation_corpus_keeps_its_old_names_out_of_help():
+    """The distillation corpus was "the pool": `psp prepare pool` and `psp train --pool-weights` still parse as
+    `prepare distill-corpus` and `--corpus-weights` (above), and no help or CLI reference shows the old names."""
+    assert parse_args(["prepare", "pool", "-o", "C"]).kind == "distill-corpus"
+    assert parse_args(["train", "--teacher-cache", "C", "--pool-weights", "w=2", "-o", "O"]).corpus_weights == "w=2"
+    prepare = command_parser("prepare")
+    assert "distill-corpus" in prepare.subcommands and "pool" not in prepare.subcommands
+    assert re.search(r"\bdistill-corpus\b", prepare.format_help()) and not re.search(r"\bpool\b", prepare.format_help())
+    train_help = command_parser("train").format_help()
+    assert "--corpus-weights" in train_help and "--pool" not in train_help
+    from psp_hf.cli.reference import reference
+
+    text = reference()
+    assert "psp prepare distill-corpus" in text and "prepare pool" not in text and "--pool-weights" not in text
 
 
 def test_every_readme_command_is_checked():

@@ -1,7 +1,9 @@
-"""Unit tests of distillation on tiny inputs: pool building, teacher cache, initialisation, weights, mining."""
+"""Unit tests of distillation on tiny inputs: building the distillation corpus, teacher cache, initialisation,
+weights, mining."""
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from pathlib import Path
@@ -10,9 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf.data.filters import trigram_overlap
-from psp_hf.data.mined_pairs import mine_pairs, nearest_neighbours_clustered, nearest_neighbours_exact, write_pairs
-from psp_hf.data.pool import (
+from psp_hf.data.distill_corpus import (
     CleaningRules,
     CorpusSource,
     build_corpus,
@@ -22,6 +22,8 @@ from psp_hf.data.pool import (
     split_sentences,
     write_corpus,
 )
+from psp_hf.data.filters import trigram_overlap
+from psp_hf.data.mined_pairs import mine_pairs, nearest_neighbours_clustered, nearest_neighbours_exact, write_pairs
 from psp_hf.data.sources.registry_text import dictd_texts, fortune_texts, wordnet_glosses
 from psp_hf.errors import PSPInputError
 from psp_hf.inference.piece_weights import piece_counts, sif_weights, with_piece_weights
@@ -63,7 +65,7 @@ def test_normalize_key_ignores_case_spacing_punctuation_and_tokenization():
 
 
 def test_build_corpus_excludes_evaluation_sentences_dedupes_and_counts():
-    pool = [
+    first = [
         "A man is playing a guitar.",  # an evaluation sentence, differently spaced/cased below
         "A dog runs across the green field.",
         "a dog runs across the green field",  # duplicate by key
@@ -71,8 +73,8 @@ def test_build_corpus_excludes_evaluation_sentences_dedupes_and_counts():
         "Three children are building a sandcastle.",
     ]
     other = ["Three children are building a sandcastle!", "The committee approved the budget on Monday."]
-    excluded = {"STS-B": ["a man is playing a GUITAR ."], "SICK": ["Nothing in the pool."]}
-    result = build_corpus([_source("a", pool), _source("b", other)], excluded, shuffle_seed=None)
+    excluded = {"STS-B": ["a man is playing a GUITAR ."], "SICK": ["Nothing in the corpus."]}
+    result = build_corpus([_source("a", first), _source("b", other)], excluded, shuffle_seed=None)
     assert result.sentences == [
         "A dog runs across the green field.",
         "Three children are building a sandcastle.",
@@ -90,8 +92,19 @@ def test_build_corpus_excludes_evaluation_sentences_dedupes_and_counts():
         "kept": 2,
     }
     assert report["b"]["duplicates"] == 1 and report["b"]["kept"] == 1
-    assert result.report["evaluation_sets"]["STS-B"] == {"distinct_sentences": 1, "pool_sentences_matched": 1}
-    assert result.report["evaluation_sets"]["SICK"]["pool_sentences_matched"] == 0
+    assert result.report["evaluation_sets"]["STS-B"] == {"distinct_sentences": 1, "corpus_sentences_matched": 1}
+    assert result.report["evaluation_sets"]["SICK"]["corpus_sentences_matched"] == 0
+
+
+def test_a_report_written_before_the_rename_describes_the_same_text():
+    """report.json of a corpus built as a "pool" counts the evaluation matches as pool_sentences_matched."""
+    from psp_hf.training.distill import describe_sources
+
+    sources = {"news": {"kept": 3, "license": "CC0"}}
+    new = {"total_sentences": 3, "sources": sources, "evaluation_sets": {"STS-B": {"corpus_sentences_matched": 2}}}
+    old = {"total_sentences": 3, "sources": sources, "evaluation_sets": {"STS-B": {"pool_sentences_matched": 2}}}
+    text = describe_sources(new, 3, "cache")
+    assert "(2 matches)" in text and describe_sources(old, 3, "cache") == text
 
 
 def test_build_corpus_shuffle_is_seeded_and_keeps_source_alignment(tmp_path):
@@ -315,34 +328,43 @@ def test_mine_pairs_threshold_and_near_copy_removal(tmp_path):
     assert lines[0] == "sentence1\tsentence2\tscore" and set(lines[1].split("\t")[:2]) == {sentences[2], sentences[3]}
 
 
-# ----------------------------------------------------------------------------------------------- tokenized pool
-def test_tokenized_pool_batch_equals_direct_tokenization(tiny_tokenizer):
+# --------------------------------------------------------------------------------------------- tokenized corpus
+def test_tokenized_corpus_batch_equals_direct_tokenization(tiny_tokenizer):
     from psp_hf import PSPEncoder
-    from psp_hf.training.distill import TokenizedPool
+    from psp_hf.training.distill import TokenizedCorpus
 
     sentences = ["the dog runs in the park", "a cat sleeps on the warm sofa", "children play football"] * 4
     encoder = PSPEncoder.from_tokenizer(tiny_tokenizer, hidden_size=12, seed=0, initializer_range=0.1)
-    pool = TokenizedPool.build(encoder, sentences)
-    ids, offsets = pool.batch(np.array([2, 0]))
+    tokens = TokenizedCorpus.build(encoder, sentences)
+    ids, offsets = tokens.batch(np.array([2, 0]))
     direct_ids, direct_offsets = encoder.tokenize([sentences[2], sentences[0]])
     assert torch.equal(ids, direct_ids) and torch.equal(offsets, direct_offsets)
 
 
-def test_pool_weights_repeat_or_thin_each_source(tmp_path):
+NEWS = [f"news sentence number {i} about the markets" for i in range(40)]
+WIKI = [f"wiki sentence number {i} about a village" for i in range(200)]
+
+
+def _two_source_cache(root: Path, folder: str = "distill-corpus") -> TeacherCache:
+    """Labels of a corpus of two sources (news, wiki), with the corpus recorded in the cache's meta."""
     from psp_hf.teachers.labels import record_provenance
-    from psp_hf.training.distill import TeacherPool, parse_pool_weights
 
-    news = [f"news sentence number {i} about the markets" for i in range(40)]
-    wiki = [f"wiki sentence number {i} about a village" for i in range(200)]
-    corpus = build_corpus([_source("news", news), _source("wiki", wiki)], {})
-    write_corpus(corpus, tmp_path / "pool")
-    cache = TeacherCache(tmp_path / "cache")
-    cache.label([*news, *wiki], FakeTeacher(), name="fake")
-    record_provenance(cache.directory, tmp_path / "pool", 1.0)
+    write_corpus(build_corpus([_source("news", NEWS), _source("wiki", WIKI)], {}), root / folder)
+    cache = TeacherCache(root / "cache")
+    cache.label([*NEWS, *WIKI], FakeTeacher(), name="fake")
+    record_provenance(cache.directory, root / folder, 1.0)
+    return cache
 
-    plain = TeacherPool(cache.directory, seed=3)
+
+def test_corpus_weights_repeat_or_thin_each_source(tmp_path):
+    from psp_hf.training.distill import TeacherCorpus, parse_corpus_weights
+
+    news, wiki = NEWS, WIKI
+    cache = _two_source_cache(tmp_path)
+
+    plain = TeacherCorpus(cache.directory, seed=3)
     assert plain.pass_rows is None and plain.shard_size == 240
-    weighted = TeacherPool(cache.directory, seed=3, weights=parse_pool_weights("news=2.5,wiki=0.5"))
+    weighted = TeacherCorpus(cache.directory, seed=3, weights=parse_corpus_weights("news=2.5,wiki=0.5"))
     rows = weighted.shard(0)
     sentences = np.array(weighted.sentences, dtype=object)[rows]
     counts = {text: int((sentences == text).sum()) for text in [*news, *wiki]}
@@ -350,14 +372,36 @@ def test_pool_weights_repeat_or_thin_each_source(tmp_path):
     assert 100 < sum(counts[text] for text in news) < 100 + 40 - 10  # about half of them a third time
     assert 60 < sum(counts[text] for text in wiki) < 140
     assert weighted.shard_size == len(rows) and sorted(weighted.shard(1)) == sorted(rows)  # same draw, new order
-    again = TeacherPool(cache.directory, seed=3, weights={"news": 2.5, "wiki": 0.5})
+    again = TeacherCorpus(cache.directory, seed=3, weights={"news": 2.5, "wiki": 0.5})
     np.testing.assert_array_equal(again.shard(0), rows)  # a resumed run sees the same pass
-    with pytest.raises(PSPInputError, match="no source blogs in the pool"):
-        TeacherPool(cache.directory, weights={"blogs": 2})
+    with pytest.raises(PSPInputError, match="no source blogs in the corpus"):
+        TeacherCorpus(cache.directory, weights={"blogs": 2})
     with pytest.raises(PSPInputError, match="weights >= 0"):
-        parse_pool_weights("news=-1")
+        parse_corpus_weights("news=-1")
     with pytest.raises(PSPInputError, match="bad: 'wiki'"):
-        parse_pool_weights("news=2,wiki")
+        parse_corpus_weights("news=2,wiki")
+
+
+def test_a_run_checkpointed_before_the_rename_resumes(tmp_path):
+    """A checkpoint written while --corpus-weights was --pool-weights (and its corpus folder "pool") holds the
+    setting as `pool_weights`: --resume reads it under that name, and still refuses a different value."""
+    from psp_hf.training.arguments import TrainingArguments
+    from psp_hf.training.checkpoint import RUN_FILE, CheckpointStore, read_checkpoint_state
+    from psp_hf.training.trainer import Trainer
+
+    cache = _two_source_cache(tmp_path, folder="pool")
+    out = tmp_path / "run"
+    common = {"teacher_cache": str(cache.directory), "distill_weight": 1.0, "corpus_weights": "news=2", "dim": 8}
+    common.update(vocab_size=60, distill_batch_size=32, epochs=3, dev="none", keep="last", threads=1, quiet=True)
+    Trainer(TrainingArguments(output_dir=str(out), max_steps=4, **common)).train()
+    run_file = CheckpointStore(out / "training").folder() / RUN_FILE
+    run = json.loads(run_file.read_text())
+    run["args"]["pool_weights"] = run["args"].pop("corpus_weights")  # as the earlier version wrote it
+    run_file.write_text(json.dumps(run))
+    with pytest.raises(PSPInputError, match="--corpus-weights was 'news=2', now 'news=3'"):
+        Trainer(TrainingArguments(output_dir=str(out), resume=True, **{**common, "corpus_weights": "news=3"})).train()
+    Trainer(TrainingArguments(output_dir=str(out), resume=True, **common)).train()
+    assert read_checkpoint_state(out / "training")["step"] > 4  # it went on past the checkpoint
 
 
 def test_two_writers_of_one_teacher_cache_keep_each_others_chunks(tmp_path):

@@ -1,4 +1,5 @@
-"""The distillation commands of `psp prepare` (pool, label, mine-pairs) and the comparison table (bench/)."""
+"""The distillation commands of `psp prepare` (distill-corpus, label, mine-pairs), `make demo`'s use of them and the
+comparison table (bench/)."""
 
 from __future__ import annotations
 
@@ -51,42 +52,39 @@ class BagOfWordsTeacher:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> dict:
-    """A pool with its report, a labelled teacher cache and a tokenizer."""
-    from psp_hf.data.pool import CorpusSource, build_corpus, write_corpus
+    """A distillation corpus with its report, a labelled teacher cache and a tokenizer."""
+    from psp_hf.data.distill_corpus import CorpusSource, build_corpus, write_corpus
     from psp_hf.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("toy")
     rng = random.Random(0)
     sentences = list(dict.fromkeys(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 7))) for _ in range(400)))
     corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {}, shuffle_seed=None)
-    write_corpus(corpus, root / "pool")
+    write_corpus(corpus, root / "distill-corpus")
     cache = root / "cache"
     TeacherCache(cache).label(corpus.sentences, BagOfWordsTeacher(), name="bag-of-words", chunk_size=128)
     tokenizer = root / "tokenizer"
     train_tokenizer(sentences * 2, vocab_size=80, output_dir=tokenizer)
-    return {"pool": root / "pool", "cache": cache, "tokenizer": tokenizer, "sentences": corpus.sentences}
+    return {"corpus": root / "distill-corpus", "cache": cache, "tokenizer": tokenizer, "sentences": corpus.sentences}
 
 
 # ----------------------------------------------------------------------------------------------- psp prepare
-def test_labelling_command_records_the_pool_for_the_card(toy, tmp_path, monkeypatch):
+def test_labelling_command_records_the_corpus_for_the_card(toy, tmp_path, monkeypatch):
     import psp_hf.teachers.labels as teacher_module
-    from psp_hf.training.distill import TeacherPool
+    from psp_hf.training.distill import TeacherCorpus
 
     monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
-    # A cache far from its pool: the report must come from the copy the labelling command leaves in the cache.
+    # A cache far from its corpus: the report must come from the copy the labelling command leaves in the cache.
     cache = tmp_path / "elsewhere" / "cache"
-    pool = toy["pool"]
-    assert (
-        psp(
-            ["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", "bow", "--backend", "torch"]
-        )
-        == 0
-    )
+    corpus = toy["corpus"]
+    argv = ["prepare", "label", "--corpus", str(corpus), "--cache", str(cache), "--teacher", "bow"]
+    argv += ["--backend", "torch"]
+    assert psp(argv) == 0
     meta = json.loads((cache / "meta.json").read_text())
-    assert meta["corpus"] == str(pool.resolve()) and meta["label_seconds"] >= 0
+    assert meta["corpus"] == str(corpus.resolve()) and meta["label_seconds"] >= 0
     assert json.loads((cache / "corpus-report.json").read_text())["sources"]["toy-text"]["license"] == "CC0"
-    info = TeacherPool(cache).text_info()
-    assert info["teacher"] == "bow" and info["pool_sentences"] == len(toy["sentences"])
+    info = TeacherCorpus(cache).text_info()
+    assert info["teacher"] == "bow" and info["corpus_sentences"] == len(toy["sentences"])
     assert info["training_text"].startswith(f"{len(toy['sentences']):,} unlabelled English sentences: toy-text")
     # The table finds the labelling time through a trained model's args.json.
     model = tmp_path / "model"
@@ -100,10 +98,10 @@ def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
     assert psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", str(out), "--threshold", "0.5"]) == 0
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "sentence1\tsentence2\tscore" and len(lines) > 1
-    pool = set(toy["sentences"])
+    corpus = set(toy["sentences"])
     for line in lines[1:]:
         first, second, score = line.split("\t")
-        assert first in pool and second in pool and first != second and float(score) >= 0.5
+        assert first in corpus and second in corpus and first != second and float(score) >= 0.5
     assert f"{len(lines) - 1} pairs from {len(toy['sentences'])} sentences" in capsys.readouterr().out
 
 
@@ -115,15 +113,18 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
     a_file.write_text("x\n")
     labelled = len(TeacherCache(toy["cache"]).chunk_files())
     cases = [
-        (["pool", "--out", str(a_file)], f"--output {a_file}: exists and is not a folder"),
-        (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),
+        (["distill-corpus", "-o", str(a_file)], f"--output {a_file}: exists and is not a folder"),
+        (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),  # old
         (
-            ["label", "--corpus", str(toy["pool"]), "--cache", str(toy["cache"]), "--teacher", "other"],
+            ["label", "--corpus", str(toy["corpus"]), "--cache", str(toy["cache"]), "--teacher", "other"],
             "holds labels of teacher 'bag-of-words' (dim 12, backend torch); "
             "refusing to mix in 'other' (backend onnx-int8)",
         ),
-        (["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")], "no pool there"),
-        (["label", "--corpus", str(toy["pool"]), "--cache", str(a_file)], "exists and is not a folder"),
+        (
+            ["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")],
+            "no distillation corpus there",
+        ),
+        (["label", "--corpus", str(toy["corpus"]), "--cache", str(a_file)], "exists and is not a folder"),
         (["mine-pairs", "--cache", str(tmp_path), "--out", str(tmp_path / "p.tsv")], "no teacher labels there"),
         (["mine-pairs", "--cache", str(toy["cache"]), "--out", str(tmp_path)], "is a folder; give a file name"),
     ]
@@ -137,7 +138,7 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
         psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", "p.tsv", "--threshold", "2"])
 
 
-def test_pool_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, monkeypatch):
+def test_corpus_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, monkeypatch):
     import psp_hf.data.checks as checks
 
     locked = tmp_path / "locked"
@@ -145,10 +146,27 @@ def test_pool_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, m
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     real_access = os.access
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
-    assert psp(["prepare", "pool", "--out", str(locked / "pool"), "--data", str(tmp_path)]) == 2
+    assert psp(["prepare", "distill-corpus", "-o", str(locked / "corpus"), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"psp: error: --output {locked / 'pool'}: cannot write in {locked} (permission denied or read-only)\n"
+    assert (
+        err == f"psp: error: --output {locked / 'corpus'}: cannot write in {locked} (permission denied or read-only)\n"
+    )
     assert list(locked.iterdir()) == []
+
+
+def test_the_demo_reuses_a_corpus_built_under_the_old_name(tmp_path):
+    from psp_hf.experiments.demo import corpus_folder, labelled_sentences
+
+    assert corpus_folder(tmp_path) == tmp_path / "distill-corpus"  # a fresh demo builds it under the new name
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "pool" / "sentences.parquet").write_bytes(b"")
+    assert corpus_folder(tmp_path) == tmp_path / "pool"  # an earlier demo's corpus (and its labels) is reused
+    (tmp_path / "distill-corpus").mkdir()
+    (tmp_path / "distill-corpus" / "sentences.parquet").write_bytes(b"")
+    assert corpus_folder(tmp_path) == tmp_path / "distill-corpus"
+    assert labelled_sentences({}) == "150000"
+    assert labelled_sentences({"PSP_DEMO_POOL": "2000"}) == "2000"  # the variable's old name
+    assert labelled_sentences({"PSP_DEMO_POOL": "2000", "PSP_DEMO_SENTENCES": "3000"}) == "3000"
 
 
 # ----------------------------------------------------------------------------------------------- the table

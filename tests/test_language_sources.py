@@ -38,7 +38,7 @@ def _gz(path: Path, text: str) -> None:
 
 def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
     """A data folder in PSP_DATA's layout: empty evaluation sets but Tatoeba, and de/ar sources of every kind."""
-    from psp_hf.data.pool import STS_YEARS
+    from psp_hf.data.distill_corpus import STS_YEARS
 
     for folder in [f"sts/en/{year}" for year in STS_YEARS] + ["sts/sts17"]:
         (root / folder).mkdir(parents=True)

@@ -188,7 +188,7 @@ def test_an_english_only_teacher_keeps_todays_targets_and_labels_no_other_side(t
     TeacherCache(tmp_path / "cache").label([b for _, b in pairs], WordTeacher(), name="word-teacher")
     trainer = Trainer(_settings(tmp_path, "run", teacher="word-teacher", max_steps=2))
     trainer.train()  # the cache lacks every non-English side: labelling one would need a teacher, and fail
-    assert trainer.bitext_targets == "en" and trainer.pool is None
+    assert trainer.bitext_targets == "en" and trainer.corpus is None
 
 
 def test_a_resumed_run_continues_the_mono_stream_exactly(tmp_path, monkeypatch):

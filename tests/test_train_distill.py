@@ -46,14 +46,14 @@ def make_sentences(n: int, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> dict:
-    """A tokenizer, a labelled teacher cache with a pool report, and paraphrase-like pairs."""
-    from psp_hf.data.pool import CorpusSource, build_corpus, write_corpus
+    """A tokenizer, a labelled teacher cache with a corpus report, and paraphrase-like pairs."""
+    from psp_hf.data.distill_corpus import CorpusSource, build_corpus, write_corpus
     from psp_hf.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("toy")
     sentences = make_sentences(400)
     corpus = build_corpus([CorpusSource("toy-text", "CC0", "made up", lambda: iter(sentences))], {}, shuffle_seed=None)
-    write_corpus(corpus, root / "pool")
+    write_corpus(corpus, root / "distill-corpus")
     cache = root / "cache"
     TeacherCache(cache).label(corpus.sentences, BagOfWordsTeacher(), name="bag-of-words", chunk_size=128)
     tokenizer = root / "tokenizer"
@@ -160,9 +160,9 @@ def test_teacher_mask_matches_a_per_row_reference():
         ({"piece_weights": "learned"}, "--piece-weights must be one of"),
         ({"distill_weight": -1.0}, ">= 0"),
         ({"teacher_cache": "/nonexistent/cache"}, "no such folder"),
-        ({"pool_weights": "wiki=half"}, "SOURCE=WEIGHT pairs"),
+        ({"corpus_weights": "wiki=half"}, "SOURCE=WEIGHT pairs"),
         (
-            {"pool_weights": "w=1", "teacher_cache": None, "data": ["x.tsv"], "distill_weight": 0.0},
+            {"corpus_weights": "w=1", "teacher_cache": None, "data": ["x.tsv"], "distill_weight": 0.0},
             "it needs --teacher",
         ),
     ],
@@ -253,7 +253,7 @@ def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
     assert records[-1]["step"] == 2 * 13  # 200 pairs / 16 per mini-batch, 2 epochs
     assert all("margin_loss" in r and "distill_loss" in r for r in records)
     assert sum(r["teacher_masked"] for r in records) > 0
-    # The distillation stream cycled through the pool (26 batches of up to 32 sentences, the last of a pass short).
+    # The distillation stream cycled through the corpus (26 batches of up to 32 sentences, the last of a pass short).
     n = len(toy["sentences"])
     passes, rest = divmod(26, -(-n // 32))
     assert records[-1]["distill_epoch"] == passes + (rest > 0) and passes >= 1
@@ -274,7 +274,7 @@ def test_combined_run_with_teacher_filter_and_sif_weights(toy, tmp_path):
         via_auto = auto(**batch).sentence_embedding.numpy()
     np.testing.assert_allclose(via_auto, model.encode(sentences), rtol=1e-5, atol=1e-6)
     card = (out / "README.md").read_text()
-    assert "SIF weights" in card
+    assert "SIF weights" in card and "| distillation corpus sentences (teacher-labelled) |" in card
     assert "- Teacher: `bag-of-words` (distillation loss weight 0.5, margin loss weight 1)" in card
     info = json.loads((out / "training" / "args.json").read_text())
     assert info["teacher_cache"] == str(toy["cache"])
@@ -293,7 +293,7 @@ def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
     final = metrics(reference)[-1]["step"]
 
     # Stop a run at a mega-batch boundary by a step limit (what a kill after a checkpoint leaves), then continue
-    # it without the limit: the resumed run must pick up the pair stream, the pool stream, the projection and
+    # it without the limit: the resumed run must pick up the pair stream, the corpus stream, the projection and
     # the optimizer states where the checkpoint left them. (tests/test_train.py kills a process for real.)
     killed5 = tmp_path / "stopped"
     Trainer(args(toy, killed5, **common, max_steps=6)).train()
@@ -348,18 +348,18 @@ def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
     np.testing.assert_allclose(trainer.model.embeddings.weight.detach().numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_pool_shards_are_equal_disjoint_and_reshuffled(toy):
-    from psp_hf.training.distill import TeacherPool
+def test_corpus_shards_are_equal_disjoint_and_reshuffled(toy):
+    from psp_hf.training.distill import TeacherCorpus
 
-    pools = [TeacherPool(toy["cache"], seed=3, rank=rank, world_size=3) for rank in range(3)]
-    shards = [pool.shard(0) for pool in pools]
-    n = len(pools[0])
+    corpora = [TeacherCorpus(toy["cache"], seed=3, rank=rank, world_size=3) for rank in range(3)]
+    shards = [corpus.shard(0) for corpus in corpora]
+    n = len(corpora[0])
     assert all(len(shard) == n // 3 for shard in shards)
     assert len(set(np.concatenate(shards).tolist())) == 3 * (n // 3)
-    assert not np.array_equal(pools[0].shard(1), shards[0])
-    vectors = pools[0].lookup([pools[0].sentences[5], "not in the cache"])
+    assert not np.array_equal(corpora[0].shard(1), shards[0])
+    vectors = corpora[0].lookup([corpora[0].sentences[5], "not in the cache"])
     assert torch.isnan(vectors[1]).all() and not torch.isnan(vectors[0]).any()
-    np.testing.assert_allclose(vectors[0].numpy(), pools[0].vectors[5].astype(np.float32))
+    np.testing.assert_allclose(vectors[0].numpy(), corpora[0].vectors[5].astype(np.float32))
 
 
 WORKER = """
@@ -409,7 +409,7 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(out / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
     assert ranks[0]["steps"] == ranks[1]["steps"] == 7  # 100 pairs per process in batches of 16
-    shard = len(toy["sentences"]) // 2  # each process's share of a pass over the pool
+    shard = len(toy["sentences"]) // 2  # each process's share of a pass over the corpus
     passes, rest = divmod(7, -(-shard // 32))
     assert ranks[0]["seen"] == ranks[1]["seen"] == 2 * (passes * shard + min(rest * 32, shard))
     assert torch.equal(ranks[0]["weights"], ranks[1]["weights"])
@@ -418,7 +418,7 @@ def test_two_cpu_processes_distil_to_identical_weights(toy, tmp_path):
 
 @pytest.mark.parametrize("transform", ["center", "whiten"])
 def test_teacher_transform_distils_toward_vectors_without_their_shared_direction(toy, tmp_path, transform):
-    # A teacher whose rows share one large direction: centred, the pool's vectors average to zero and keep unit
+    # A teacher whose rows share one large direction: centred, the corpus's vectors average to zero and keep unit
     # norm, and the run learns the centred targets (the raw ones would be nearly one vector for every sentence).
     sentences, raw = TeacherCache(toy["cache"]).load()
     shifted = tmp_path / "shifted"
@@ -427,7 +427,7 @@ def test_teacher_transform_distils_toward_vectors_without_their_shared_direction
     out = tmp_path / "centred"
     trainer = Trainer(args(toy, out, epochs=6, teacher_cache=str(shifted), teacher_transform=transform))
     trainer.train()
-    vectors = trainer.pool.vectors.astype(np.float32)
+    vectors = trainer.corpus.vectors.astype(np.float32)
     shifted_rows = (raw + offset) / np.linalg.norm(raw + offset, axis=1, keepdims=True)
     assert np.linalg.norm(shifted_rows.mean(axis=0)) > 0.9  # raw: nearly one vector for every sentence
     assert np.linalg.norm(vectors.mean(axis=0)) < 0.1  # renormalising the rows leaves a small remainder

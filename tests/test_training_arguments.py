@@ -146,6 +146,24 @@ def test_config_file_values_are_typed_and_listed(tmp_path):
         arguments_from_namespace(parser.parse_args(["--config", str(config)]))
 
 
+def test_a_setting_keeps_its_old_name_in_config_files_and_saved_runs(tmp_path):
+    """--corpus-weights was --pool-weights: a config file or a checkpoint's saved settings of then still load."""
+    assert argument_checks.old_names(TrainingArguments) == {"pool_weights": "corpus_weights"}
+    saved = {"seed": 3, "pool_weights": "a=2"}
+    assert argument_checks.with_current_names(TrainingArguments, saved) == {"seed": 3, "corpus_weights": "a=2"}
+    both = {"pool_weights": "a=2", "corpus_weights": "b=3"}
+    assert argument_checks.with_current_names(TrainingArguments, both) == {"corpus_weights": "b=3"}
+    config = tmp_path / "run.json"
+    parser, _added = parser_and_added()
+    for key in ("pool-weights", "pool_weights"):
+        config.write_text(
+            json.dumps({"teacher_cache": str(tmp_path), "distill_weight": 1, key: "a=2", "output_dir": "o"})
+        )
+        assert arguments_from_namespace(parser.parse_args(["--config", str(config)])).corpus_weights == "a=2"
+    given = parser.parse_args(["--config", str(config), "--corpus-weights", "b=3"])
+    assert arguments_from_namespace(given).corpus_weights == "b=3"  # the flag wins, as for any setting
+
+
 def test_no_private_transformers_or_argparse_api():
     for module in (arguments, argument_checks):
         source = Path(module.__file__).read_text(encoding="utf-8")

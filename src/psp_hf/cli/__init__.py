@@ -26,7 +26,7 @@ COMMANDS = {
     "eval": ("eval", "evaluate a model on STS, STS17, Tatoeba and SentEval"),
     "prepare": (
         "prepare",
-        "prepare training data: paraphrases, bitext, a distillation pool, teacher labels, mined pairs",
+        "prepare training data: paraphrases, bitext, a distillation corpus, teacher labels, mined pairs",
     ),
     "push": ("push", "upload a model folder to the Hugging Face Hub"),
     "convert-original": ("convert_original", "convert a checkpoint of the authors' P-SP code"),

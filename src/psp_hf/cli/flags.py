@@ -106,6 +106,19 @@ class Parser(argparse.ArgumentParser):
                 action.required = True
             self._relaxed.clear()
 
+    def add_old_subcommand_name(self, old: str, name: str) -> Parser:
+        """Let `old`, an earlier name of subcommand `name`, still parse as `name`, unlisted in --help.
+
+        Call it once `name`'s arguments are all added: the old name's parser takes them over (argparse's `parents`)
+        and sets the subcommand's `dest` to `name`, so the code after parsing sees one name. It is not added to
+        `subcommands`, so the CLI reference leaves it out too."""
+        current = self.subcommands[name][1]
+        child = self._subcommand_action.add_parser(
+            old, parents=[current], add_help=False, description=current.description
+        )
+        child.set_defaults(**{self._subcommand_action.dest: name})
+        return child
+
 
 def add(parser: Any, *options: str, old: Sequence[str] = (), **kwargs: Any) -> argparse.Action:
     """`parser.add_argument(*options, **kwargs)`, also accepting the `old` spellings, which help does not show.

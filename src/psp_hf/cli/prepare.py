@@ -1,10 +1,10 @@
-"""`psp prepare`: training data from the command line, the papers' recipes and the distillation pool.
+"""`psp prepare`: training data from the command line, the papers' recipes and the distillation corpus.
 
 psp prepare paraphrases para-nmt-50m.txt -o data/paranmt --push-to-hub org/paranmt
 psp prepare paraphrases train.pairs.tsv.gz --no-score-filter -o data/flickr-pairs
 psp prepare bitext --lang de de-en.tsv.gz -o data/bitext-de
-psp prepare pool -o POOL                            # unlabelled English text, evaluation sentences removed
-psp prepare label --corpus POOL -o CACHE            # teacher embeddings of the pool (resumable)
+psp prepare distill-corpus -o CORPUS                # unlabelled English text, evaluation sentences removed
+psp prepare label --corpus CORPUS -o CACHE          # teacher embeddings of the corpus (resumable)
 psp prepare mine-pairs --cache CACHE -o pairs.tsv   # paraphrase pairs mined with the teacher
 psp prepare bitext-sources --lang fr --sources default,python-docs -o DIR     # the data folder's bitext by name
 psp prepare mono --lang fr -o DIR                   # monolingual text for a multilingual teacher
@@ -119,7 +119,7 @@ def _add_evaluation_flag(parser) -> None:
 
 
 def add_arguments(parser: flags.Parser) -> None:
-    """Arguments of `psp prepare` (sub-subcommands `paraphrases`, `bitext`, `pool`, `label`, `mine-pairs`)."""
+    """Arguments of `psp prepare` (`paraphrases`, `bitext`, `distill-corpus`, `label`, `mine-pairs`, ...)."""
     parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     para = parser.add_subcommand(

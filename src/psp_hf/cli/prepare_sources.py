@@ -1,4 +1,9 @@
-"""`psp prepare pool|label|mine-pairs|registry-bitext`: text for distillation and bitext from the package registry."""
+"""`psp prepare distill-corpus|label|mine-pairs|registry-bitext`: text for distillation and bitext from the package
+registry.
+
+`distill-corpus` was called `pool` before (beside pooling, the word named two things): `psp prepare pool` still
+parses, as a hidden old name of the same subcommand.
+"""
 
 from __future__ import annotations
 
@@ -20,29 +25,31 @@ def _names(value: str) -> list[str]:
 
 
 def add_source_commands(prepare: flags.Parser) -> None:
-    """The sub-subcommands `pool`, `label`, `mine-pairs` and `registry-bitext` of `psp prepare`."""
-    pool = prepare.add_subcommand(
-        "pool",
-        help="build the unlabelled English pool for distillation",
+    """The sub-subcommands `distill-corpus`, `label`, `mine-pairs` and `registry-bitext` of `psp prepare`."""
+    corpus = prepare.add_subcommand(
+        "distill-corpus",
+        help="build the unlabelled English corpus for distillation",
         description="Gather, clean and dedupe English text of the data folder and of installed registry "
         "packages (make registry-text), with every evaluation sentence removed; writes sentences.parquet, "
         "sentences.txt and report.json into --output and prints the report.",
     )
-    flags.add_output(pool, required=True, help="output folder (files replaced atomically)")
-    flags.add_data_dir(pool)
-    pool.add_argument("--no-registry", action="store_true", help="only the shared data folder")
-    flags.add_quiet(pool, "no report on stdout")
+    flags.add_output(corpus, required=True, help="output folder (files replaced atomically)")
+    flags.add_data_dir(corpus)
+    corpus.add_argument("--no-registry", action="store_true", help="only the shared data folder")
+    flags.add_quiet(corpus, "no report on stdout")
+    prepare.add_old_subcommand_name("pool", "distill-corpus")
 
     label = prepare.add_subcommand(
         "label",
-        help="embed the pool with a teacher (resumable)",
-        description="Embed every pool sentence not yet in the cache (--output) with a sentence-transformers "
+        help="embed the distillation corpus with a teacher (resumable)",
+        description="Embed every corpus sentence not yet in the cache (--output) with a sentence-transformers "
         "teacher; a killed run continues from its last complete chunk.",
     )
     label.add_argument(
         "--corpus",
         required=True,
-        help="pool folder, parquet or txt from `psp prepare pool`, or a `psp prepare bitext` folder (its English side)",
+        help="corpus folder, parquet or txt from `psp prepare distill-corpus`, or a `psp prepare bitext` folder (its "
+        "English side)",
     )
     flags.add_output(label, old=("--cache",), required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument(
@@ -60,7 +67,7 @@ def add_source_commands(prepare: flags.Parser) -> None:
         "sentence-transformers model itself (torch; needed for --device cuda)",
     )
     label.add_argument(
-        "--max-sentences", type=positive_int, default=None, help="label only the pool's first N sentences"
+        "--max-sentences", type=positive_int, default=None, help="label only the corpus's first N sentences"
     )
     label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
     label.add_argument(
@@ -73,7 +80,7 @@ def add_source_commands(prepare: flags.Parser) -> None:
     mine = prepare.add_subcommand(
         "mine-pairs",
         help="mine paraphrase pairs from a teacher cache",
-        description="Pair each pool sentence with its nearest teacher neighbour (cosine >= --threshold), drop "
+        description="Pair each corpus sentence with its nearest teacher neighbour (cosine >= --threshold), drop "
         "near-copies (trigram overlap >= --max-trigram-overlap), write a sentence1/sentence2/score TSV.",
     )
     mine.add_argument("--cache", required=True, help="teacher cache folder (`psp prepare label`)")
@@ -85,19 +92,21 @@ def add_source_commands(prepare: flags.Parser) -> None:
         default=0.5,
         help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
-    mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large pools")
+    mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large corpora")
     flags.add_quiet(mine, "no summary line")
 
 
-def _run_pool(args: argparse.Namespace) -> int:
+def _run_distill_corpus(args: argparse.Namespace) -> int:
     import json
 
     from ..data.checks import check_output_folder
-    from ..data.pool import build_pool
+    from ..data.distill_corpus import build_distill_corpus
     from ..data.sources.registry_text import registry_sources
 
     check_output_folder(Path(args.output), overwrite=True, replaces=False)
-    result = build_pool(args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources())
+    result = build_distill_corpus(
+        args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources()
+    )
     if not args.quiet:
         print(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0
@@ -106,17 +115,19 @@ def _run_pool(args: argparse.Namespace) -> int:
 def _run_label(args: argparse.Namespace) -> int:
     from ..data.checks import check_output_folder
     from ..devices import check_device
-    from ..teachers.labels import label_pool
+    from ..teachers.labels import label_corpus
 
     check_device(args.device)
     corpus = Path(args.corpus)
-    pool_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
+    corpus_file = corpus / "sentences.parquet" if corpus.is_dir() else corpus
     if bitext_english(corpus) is not None:
         return _label_bitext(args, corpus)
-    if not pool_file.is_file():
-        raise PSPInputError(f"--corpus {corpus}: no pool there (make one with `psp prepare pool -o {corpus}`)")
+    if not corpus_file.is_file():
+        raise PSPInputError(
+            f"--corpus {corpus}: no distillation corpus there (make one with `psp prepare distill-corpus -o {corpus}`)"
+        )
     check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
-    count, total, seconds = label_pool(
+    count, total, seconds = label_corpus(
         corpus,
         args.output,
         teacher=args.teacher,
@@ -229,7 +240,7 @@ def _run_registry_bitext(args: argparse.Namespace) -> int:
 
 
 SOURCE_COMMANDS = {
-    "pool": _run_pool,
+    "distill-corpus": _run_distill_corpus,
     "label": _run_label,
     "mine-pairs": _run_mine_pairs,
     "registry-bitext": _run_registry_bitext,

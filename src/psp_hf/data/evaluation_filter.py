@@ -1,10 +1,10 @@
 """Evaluation sentences out of bitext: a `psp prepare bitext` filter step.
 
-A pair goes when either side equals (by `pool.normalize_key`: NFKC, lowercased, letters and digits only) a sentence
-of an evaluation set of the data folder: STS 2012–2017 (every STS17 side), STS-B, SICK, SentEval, MRPC, and both
-sides of every Tatoeba language. The same rule and the same sets as the English pool's, plus Tatoeba's
-non-English sides, since a bitext model is scored on those, and both sides of the PUD pairs (`bitext/ud-pud/`), the
-dev set that chooses a language model's checkpoints: never training text.
+A pair goes when either side equals (by `distill_corpus.normalize_key`: NFKC, lowercased, letters and digits only) a
+sentence of an evaluation set of the data folder: STS 2012–2017 (every STS17 side), STS-B, SICK, SentEval, MRPC, and
+both sides of every Tatoeba language. The same rule and the same sets as the English distillation corpus's, plus
+Tatoeba's non-English sides, since a bitext model is scored on those, and both sides of the PUD pairs
+(`bitext/ud-pud/`), the dev set that chooses a language model's checkpoints: never training text.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .filters import FilterStep
 def evaluation_keys(root: str | os.PathLike | None = None) -> dict[str, set[str]]:
     """Normalised keys of every evaluation sentence, by set name (Tatoeba's other sides as 'Tatoeba-xx')."""
     from ..data_folder import data_dir
-    from .pool import evaluation_sentences, normalize_key
+    from .distill_corpus import evaluation_sentences, normalize_key
 
     sets = {name: {normalize_key(s) for s in sentences} for name, sentences in evaluation_sentences(root).items()}
     other: set[str] = set()
@@ -61,7 +61,7 @@ class DropEvaluationSentences(FilterStep):
     def apply(self, batch):
         if not self.enabled or len(batch) == 0:
             return batch, np.ones(len(batch), dtype=bool)
-        from .pool import normalize_key
+        from .distill_corpus import normalize_key
 
         first = [normalize_key(text) for text in batch.first]
         second = [normalize_key(text) for text in batch.second]

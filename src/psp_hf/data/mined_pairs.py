@@ -1,11 +1,11 @@
-"""Teacher-mined paraphrase pairs: nearest neighbours by teacher cosine within the unlabeled pool.
+"""Teacher-mined paraphrase pairs: nearest neighbours by teacher cosine within the unlabelled distillation corpus.
 
 Each sentence is paired with its nearest other sentence when their teacher cosine reaches `threshold`; pairs
 that are near-copies (`filters.trigram_overlap`, ParaNMT's measure that `psp prepare` uses too, at or above
-`max_trigram_overlap`, or equal `pool.normalize_key`) are dropped, and each unordered pair is kept once. Pool
-sentences have at least three words (`pool.CleaningRules`), so every one has a trigram to compare. Small
-pools are searched exactly with blocked matrix products; large ones through a coarse k-means index (each
-sentence is compared with the members of its `nprobe` nearest clusters), which costs about
+`max_trigram_overlap`, or equal `distill_corpus.normalize_key`) are dropped, and each unordered pair is kept once.
+Corpus sentences have at least three words (`distill_corpus.CleaningRules`), so every one has a trigram to
+compare. Small corpora are searched exactly with blocked matrix products; large ones through a coarse k-means
+index (each sentence is compared with the members of its `nprobe` nearest clusters), which costs about
 `N * nprobe * N / nlist` dot products instead of `N * N`.
 
 Run: ``psp prepare mine-pairs --cache CACHE -o PAIRS.tsv`` (`mine_cache`). The output (`write_pairs`) is a
@@ -22,8 +22,8 @@ import numpy as np
 
 from ..inference.similarity import unit_rows
 from ..io import atomic_path
+from .distill_corpus import normalize_key
 from .filters import trigram_overlap
-from .pool import normalize_key
 
 
 def nearest_neighbours_exact(embeddings: np.ndarray, block_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +109,7 @@ def mine_pairs(
 ) -> MinedPairs:
     """Paraphrase pairs from nearest teacher neighbours (see the module docstring).
 
-    Pools up to `exact_limit` sentences are searched exactly; larger ones with `nlist` clusters
+    Corpora up to `exact_limit` sentences are searched exactly; larger ones with `nlist` clusters
     (default `4 * sqrt(N)`).
     """
     if len(sentences) != len(embeddings):

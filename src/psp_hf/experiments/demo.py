@@ -1,11 +1,12 @@
 """`make demo`: the main job end to end on the real data in PSP_DATA, in about 15 minutes on 2 CPU cores.
 
-Build the English pool (every evaluation sentence removed), label a sample of it with the teacher
+Build the English distillation corpus (every evaluation sentence removed), label a sample of it with the teacher
 (all-MiniLM-L6-v2 through ONNX Runtime, int8 weights), distil the teacher into a 384-d table, train a P-SP model on
 the Flickr30k caption pairs beside it, write the untrained table as the floor, evaluate the three on STS 2012-2016,
 STS-B and SICK-R in one table, then embed and score real sentences with the distilled model. Outputs land in
-./demo_out (override with PSP_DEMO_OUT). The pool and its labels are kept and reused by a rerun (labelling resumes
-where a killed run stopped); the models are retrained. `PSP_DEMO_POOL` sets how many pool sentences are labelled.
+./demo_out (override with PSP_DEMO_OUT). The corpus and its labels are kept and reused by a rerun (labelling resumes
+where a killed run stopped); the models are retrained. `PSP_DEMO_SENTENCES` sets how many corpus sentences are
+labelled (`PSP_DEMO_POOL`, its name before the corpus was renamed, still works).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..data_folder import data_dir
@@ -53,6 +55,20 @@ def _print_summary(results: Path, seconds: float) -> None:
         )
 
 
+def corpus_folder(out: Path) -> Path:
+    """Where the demo keeps its distillation corpus: `OUT/distill-corpus`, or `OUT/pool`, the folder a demo of an
+    earlier version built (reused, with the labels made from it, rather than built again)."""
+    current, old = out / "distill-corpus", out / "pool"
+    if not (current / "sentences.parquet").is_file() and (old / "sentences.parquet").is_file():
+        return old
+    return current
+
+
+def labelled_sentences(environ: Mapping[str, str]) -> str:
+    """How many corpus sentences the demo labels: $PSP_DEMO_SENTENCES, else the older $PSP_DEMO_POOL, else 150,000."""
+    return environ.get("PSP_DEMO_SENTENCES") or environ.get("PSP_DEMO_POOL") or str(DEMO_LABELLED_SENTENCES)
+
+
 def main() -> int:
     data = data_dir()
     if not (data / "sts").is_dir():
@@ -61,18 +77,19 @@ def main() -> int:
     out = Path(os.environ.get("PSP_DEMO_OUT", "demo_out"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    pool_size = os.environ.get("PSP_DEMO_POOL", str(DEMO_POOL_SENTENCES))
+    size = labelled_sentences(os.environ)
     psp = [sys.executable, "-m", "psp_hf.cli"]
-    pool, labels = out / "pool", out / "teacher-labels"
-    if not (pool / "sentences.parquet").is_file():
+    corpus, labels = corpus_folder(out), out / "teacher-labels"
+    if not (corpus / "sentences.parquet").is_file():
         _run(
-            "build the English pool: the data folder's non-evaluation text and Wikipedia, evaluation sentences removed",
-            [*psp, "prepare", "pool", "-o", str(pool), "--no-registry"],
+            "build the English distillation corpus: the data folder's non-evaluation text and Wikipedia, evaluation "
+            "sentences removed",
+            [*psp, "prepare", "distill-corpus", "-o", str(corpus), "--no-registry"],
         )
     _run(
-        f"label the pool's first {int(pool_size):,} sentences with all-MiniLM-L6-v2 (ONNX Runtime, int8; resumable)",
-        [*psp, "prepare", "label", "--corpus", str(pool), "-o", str(labels), "--threads", "2"]
-        + ["--max-sentences", pool_size],
+        f"label the corpus's first {int(size):,} sentences with all-MiniLM-L6-v2 (ONNX Runtime, int8; resumable)",
+        [*psp, "prepare", "label", "--corpus", str(corpus), "-o", str(labels), "--threads", "2"]
+        + ["--max-sentences", size],
     )
     distilled = _fresh(out / "p-sp-en-distilled")
     _run(
@@ -117,7 +134,7 @@ def main() -> int:
 
 
 # Kept beside main() so the README can point at one place.
-DEMO_POOL_SENTENCES = 150_000
+DEMO_LABELLED_SENTENCES = 150_000
 DEMO_DISTILL_FLAGS = [
     "--dim",
     "384",

@@ -68,12 +68,12 @@ _SETTING_LABELS = {
     "keep": "weights kept",
     "teacher_cache": "teacher cache",
     "teacher_dim": "teacher dimension",
-    "pool_sentences": "pool sentences (teacher-labelled)",
-    "sentences_seen": "pool sentences seen",
+    "corpus_sentences": "distillation corpus sentences (teacher-labelled)",
+    "sentences_seen": "corpus sentences seen",
     "distill_weight": "distillation loss weight",
     "margin_weight": "margin loss weight",
     "distill_batch_size": "distillation batch size",
-    "pool_weights": "pool sources weighted",
+    "corpus_weights": "corpus sources weighted",
     "teacher_negative_threshold": "negatives skipped above teacher cosine",
     "init": "initial table",
     "init_std": "initial table standard deviation (random)",
@@ -91,6 +91,9 @@ _SETTING_LABELS = {
     "init_l2": "L2 pull toward the initial rows (lambda_w; only the copied rows with --init-rows-from)",
     "dev_pairs": "dev pairs held back (bitext)",
     "max_minutes": "time limit (minutes)",
+    # The names of runs trained before the distillation corpus was renamed (a --training-info file of such a run).
+    "pool_sentences": "distillation corpus sentences (teacher-labelled)",
+    "pool_weights": "corpus sources weighted",
 }
 # Rendered as their own lines above the settings table.
 _TEACHER_KEYS = ("teacher", "training_text")
@@ -175,7 +178,7 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     if settings.get("dev") == "auto":  # what --dev auto stood for in this run
         bitext = settings.get("lang") not in (None, "en") and settings.get("kind") in ("auto", "bitext")
         settings["dev"] = "bitext (held-back pairs, mining accuracy)" if bitext else "stsb"
-    if settings.get("teacher_labelled_english"):  # multilingual distillation: no pool batches
+    if settings.get("teacher_labelled_english"):  # multilingual distillation: no corpus batches
         settings.pop("distill_batch_size", None)
     known = [key for key in _SETTING_LABELS if key in settings]
     order = known + sorted(key for key in settings if key not in _SETTING_LABELS)

@@ -1,7 +1,7 @@
 """Two or more teachers as one: their label caches combined row by row into a new cache.
 
-An ensemble of teachers costs no labelling of its own: each teacher labels the pool once (`psp prepare label`),
-and the combined targets are made from the caches.
+An ensemble of teachers costs no labelling of its own: each teacher labels the distillation corpus once (`psp prepare
+label`), and the combined targets are made from the caches.
 
 - ``concat``: each teacher's row L2-normalised, the rows concatenated and scaled by 1/sqrt(k) (unit norm, and the
   cosine of two combined rows is the mean of the teachers' cosines). Wider than a student's table: training
@@ -15,8 +15,8 @@ input that is all that is done. A teacher whose embeddings share a large common 
 (multilingual-e5: unrelated sentences at cosine 0.7-0.8) otherwise spends the cosine loss on that direction, and
 `--teacher-negative-threshold` reads its cosines as near-paraphrases.
 
-Only sentences every cache holds are combined. The new cache records the pool of the first input (so
-`--pool-weights` still finds each sentence's source) and the sum of the inputs' labelling times.
+Only sentences every cache holds are combined. The new cache records the corpus of the first input (so
+`--corpus-weights` still finds each sentence's source) and the sum of the inputs' labelling times.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def combine_caches(
     for cache in caches:
         meta = cache.meta()
         if meta is None:
-            raise PSPInputError(f"{cache.directory}: no {META_FILE}; label the pool with this teacher first")
+            raise PSPInputError(f"{cache.directory}: no {META_FILE}; label the corpus with this teacher first")
         metas.append(meta)
     out = TeacherCache(output)
     if out.chunk_files():
@@ -120,7 +120,7 @@ def combine_caches(
     # Each cache is keyed by sentence; later rows win on lookup, as in `TeacherCache.load`.
     order = list(dict.fromkeys(s for s in sentences if s in keep))
     if not order:
-        raise PSPInputError("the caches have no sentence in common: were they labelled from the same pool?")
+        raise PSPInputError("the caches have no sentence in common: were they labelled from the same corpus?")
     # The first cache is already in memory; later rows win on lookup, as in `TeacherCache.load`.
     row_of = {text: row for row, text in enumerate(sentences)}
     rows = [first[np.fromiter((row_of[s] for s in order), dtype=np.int64, count=len(order))]]

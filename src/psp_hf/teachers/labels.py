@@ -1,16 +1,16 @@
-"""Teacher labels: embed the pool once with a sentence-transformers model and keep the result on disk.
+"""Teacher labels: embed the distillation corpus once with a sentence-transformers model and keep the result on disk.
 
 The cache is a folder of parquet chunks (``chunk-000000.parquet`` …), each with the columns ``sentence``
 (string) and ``embedding`` (fixed-size list of float16, the teacher's output as it comes: all-MiniLM-L6-v2
 normalises, so its rows have unit norm up to float16 rounding), plus ``meta.json`` naming the teacher. It is
 keyed by sentence text: labelling skips every sentence some chunk already holds, so a killed run continues
-from its last complete chunk, and a grown pool only labels what is new. Chunks are written atomically
+from its last complete chunk, and a grown corpus only labels what is new. Chunks are written atomically
 (temporary file, then a hard link under the next free number), so a chunk is either complete or absent, and two
 processes labelling into one cache never overwrite each other's chunks (they may label a sentence twice; the
 later row wins on lookup). The folder loads as a Hugging Face dataset:
 ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
-Run: ``psp prepare label --corpus POOL -o CACHE`` (`label_pool`).
+Run: ``psp prepare label --corpus CORPUS -o CACHE`` (`label_corpus`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..io import atomic_path, publish_new
 
 CHUNK_GLOB = "chunk-*.parquet"
 META_FILE = "meta.json"
-CORPUS_REPORT = "corpus-report.json"  # the pool's report.json, copied into the cache by the labelling command
+CORPUS_REPORT = "corpus-report.json"  # the corpus's report.json, copied into the cache by the labelling command
 
 
 class SentenceTeacher(Protocol):
@@ -315,7 +315,7 @@ class TeacherCache:
         return len(todo)
 
 
-def label_pool(
+def label_corpus(
     corpus: str | os.PathLike,
     cache: str | os.PathLike,
     teacher: str | os.PathLike | None = None,
@@ -327,14 +327,14 @@ def label_pool(
     backend: str = "onnx-int8",
     max_sentences: int | None = None,
 ) -> tuple[int, int, float]:
-    """Label a pool (see `pool.build_pool`) into a cache folder, resuming what is there.
+    """Label a distillation corpus (`distill_corpus.build_distill_corpus`) into a cache folder, resuming it.
 
-    Returns (sentences labelled now, sentences in the pool, seconds). `teacher`: a sentence-transformers
+    Returns (sentences labelled now, sentences in the corpus, seconds). `teacher`: a sentence-transformers
     folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
-    `labelling_teacher`; `max_sentences`: label only the pool's first N sentences (the pool is shuffled, so a
+    `labelling_teacher`; `max_sentences`: label only the corpus's first N sentences (the corpus is shuffled, so a
     prefix is a sample of every source, and a larger N later labels only what is new).
     """
-    from ..data.pool import read_corpus
+    from ..data.distill_corpus import read_corpus
 
     sentences = read_corpus(corpus)
     if max_sentences is not None:
@@ -361,7 +361,7 @@ def label_pool(
 
 
 def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, seconds: float) -> None:
-    """Note the pool in the cache: its path and labelling time in meta.json, its report as corpus-report.json.
+    """Note the corpus in the cache: its path and labelling time in meta.json, its report as corpus-report.json.
 
     Training reads them back for the model card (which text, which teacher) and the comparison table (how long
     labelling took, summed over resumed runs).

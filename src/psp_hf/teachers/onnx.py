@@ -1,4 +1,4 @@
-"""A sentence-transformers teacher run through ONNX Runtime with int8 weights, for labelling pools on a CPU.
+"""A sentence-transformers teacher run through ONNX Runtime with int8 weights, for labelling corpora on a CPU.
 
 The teacher's transformer is exported to ONNX once (`torch.onnx.export`), its weights quantised to int8 per
 output channel (`onnxruntime.quantization.quantize_dynamic`: activations are quantised on the fly; the first
@@ -37,7 +37,7 @@ _FIRST_LAYER = re.compile(r"/layers?\.0/")
 _FEED_FORWARD_OUTPUT = re.compile(r"/(?<!attention/)output/dense/|/ffn/lin2/|/mlp/(fc2|down_proj)/")
 # The int8 model must agree with the teacher at least this well (mean cosine over PROBE_SENTENCES) to label.
 MIN_INT8_AGREEMENT = 0.99
-# Checked once per export: varied registers and lengths, like a pool's. all-MiniLM-L6-v2's int8 model agrees at
+# Checked once per export: varied registers and lengths, like a corpus's. all-MiniLM-L6-v2's int8 model agrees at
 # 0.993 on them; all-mpnet-base-v2's at 0.86 (results/teachers-english.md).
 PROBE_SENTENCES = (
     "A man is playing a guitar on the stage.",

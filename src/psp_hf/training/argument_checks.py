@@ -30,7 +30,7 @@ RULES = {
     "fixed_on_resume": "--resume refuses a value other than the checkpointed run's (data order or model change)",
     "pairs_only": "only the margin loss on pairs reads it (left off the card of a distillation-only model)",
     "aliases": "the option strings shown in --help instead of --field-name, e.g. ('-o', '--output')",
-    "old": "earlier spellings that still parse, hidden from --help",
+    "old": "earlier spellings that still parse, hidden from --help (their names also load from saved settings)",
     "switch": "a boolean given as a bare switch (no optional true/false value)",
 }
 
@@ -46,6 +46,28 @@ def setting(help_text: str, **rules: Any) -> dict[str, Any]:
 def flag_name(name: str) -> str:
     """`--name-with-dashes`: the flag of field `name` when its metadata gives no aliases."""
     return "--" + name.replace("_", "-")
+
+
+def old_names(cls: type) -> dict[str, str]:
+    """{earlier name: field name} from the `old` spellings of the fields of dataclass `cls` (`--pool-weights` ->
+    `pool_weights`), so that a config file or a checkpoint's saved settings written before a rename still load."""
+    return {
+        option.lstrip("-").replace("-", "_"): spec.name
+        for spec in dataclasses.fields(cls)
+        for option in spec.metadata.get("old", ())
+        if option.startswith("--")
+    }
+
+
+def with_current_names(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Settings of dataclass `cls` with each earlier name (`old_names`) replaced by its field's name (the current
+    name wins where both are given): a config file or a checkpoint written before a rename still loads."""
+    renames = old_names(cls)
+    current = {name: value for name, value in values.items() if name not in renames}
+    for old, name in renames.items():
+        if old in values and name not in values:
+            current[name] = values[old]
+    return current
 
 
 def fields_with(cls: type, rule: str) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
         default_factory=list,
         metadata=setting(
             "training pairs: local TSV/JSONL/parquet files (.gz ok) or one Hugging Face Hub dataset id "
-            "(may be left out with --teacher-cache: distillation over the cached pool only)",
+            "(may be left out with --teacher-cache: distillation over the cached corpus only)",
             fixed_on_resume=True,
         ),
     )
@@ -140,7 +140,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
         default="none",
         metadata=setting(
             "per-piece weights in the sentence average: none, or SIF a/(a+p) from the piece "
-            "frequencies of the training text (pool and pairs); fixed during training, saved with the "
+            "frequencies of the training text (distillation corpus and pairs); fixed during training, saved with the "
             "model and applied by every loader",
             choices=PIECE_WEIGHT_CHOICES,
             fixed_on_resume=True,
@@ -221,19 +221,20 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
         default=1.0,
         metadata=setting(
             "weight of the margin loss on the pairs (0 with --teacher-cache: distillation only, "
-            "over the pool; without --data the margin loss is off)",
+            "over the distillation corpus; without --data the margin loss is off)",
             min=0,
         ),
     )
     distill_batch_size: int = field(
-        default=1024, metadata=setting("pool sentences per distillation batch", min=1, fixed_on_resume=True)
+        default=1024, metadata=setting("corpus sentences per distillation batch", min=1, fixed_on_resume=True)
     )
-    pool_weights: str | None = field(
+    corpus_weights: str | None = field(
         default=None,
         metadata=setting(
-            "how often each source of the pool is drawn in a pass, e.g. 'wikipedia-2015=0.5,wordnet-glosses=2' "
-            "(sources as the pool's report.json names them; others keep 1)",
+            "how often each source of the distillation corpus is drawn in a pass, e.g. "
+            "'wikipedia-2015=0.5,wordnet-glosses=2' (sources as the corpus's report.json names them; others keep 1)",
             fixed_on_resume=True,
+            old=("--pool-weights", "--pool_weights"),
         ),
     )
     teacher_negative_threshold: float | None = field(
@@ -249,7 +250,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
     teacher_transform: str = field(
         default="none",
         metadata=setting(
-            "what the teacher vectors the run reads (pool, or bitext and monolingual text) go through before "
+            "what the teacher vectors the run reads (the corpus, or bitext and monolingual text) go through before "
             "distilling: none; center (less their mean); whiten (centred, every principal direction scaled to "
             "equal variance). For teachers whose vectors share one large direction (multilingual-e5: unrelated "
             "sentences at cosine 0.75), which the cosine loss would otherwise spend itself on",
@@ -365,7 +366,7 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
 
     # ---- derived settings
     def distill_only(self) -> bool:
-        """True when the run trains on the teacher cache's pool alone (no margin loss)."""
+        """True when the run trains on the teacher cache's corpus alone (no margin loss)."""
         return bool(self.teacher_cache) and (not self.data or self.margin_weight == 0) and not self.pair_distill()
 
     def pair_distill(self) -> bool:
@@ -429,7 +430,7 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments
     if getattr(namespace, "config", None):
         from .config_file import load_config_file
 
-        values.update(load_config_file(namespace.config, FIELDS))
+        values.update(load_config_file(namespace.config, TrainingArguments))
     for name in FIELDS:
         value = getattr(namespace, name, None)
         if value is not None:

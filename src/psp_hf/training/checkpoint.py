@@ -1,7 +1,7 @@
 """Checkpoints through Accelerate's state saving, made atomic by a pointer file.
 
 `accelerator.save_state` writes the prepared module (safetensors), the optimizers and every process's RNG states;
-psp writes `TrainState` (step, M, epoch, each process's position in the pair stream and the pool stream) itself as
+psp writes `TrainState` (step, M, epoch, each process's position in the pair stream and the corpus stream) itself as
 `train_state.json`. It is not registered with `register_for_checkpointing`, because Accelerate loads registered
 objects with a full unpickler (`weights_only=False`): a crafted run folder would run code on `--resume`. Everything
 else Accelerate loads with `torch.load(weights_only=True)`, which builds tensors and plain containers only. Saving
@@ -59,9 +59,9 @@ class TrainState:
     last_eval_step: int | None = None
     finished: bool = False
     positions: list[int] = field(default_factory=list)  # raw rows consumed in `epoch`, per process
-    distill_epoch: int = 0  # pass over the teacher pool (equals `epoch` in a distillation-only run)
+    distill_epoch: int = 0  # pass over the distillation corpus (equals `epoch` in a distillation-only run)
     distill_position: int = 0  # rows of this pass consumed, per process (equal on every process)
-    sentences_seen: int = 0  # pool sentences in the distillation loss, all processes together
+    sentences_seen: int = 0  # corpus sentences in the distillation loss, all processes together
     teacher_masked: int = 0  # negatives skipped as teacher paraphrases
 
     def state_dict(self) -> dict[str, Any]:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
 
 
-def load_config_file(path: str | os.PathLike, fields: Collection[str]) -> dict[str, Any]:
-    """Read a JSON or YAML config file of `TrainingArguments` fields (dashes or underscores); `fields` are the
-    known names (passed in by `arguments`, which imports this module)."""
+def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
+    """Read a JSON or YAML config file of the fields of dataclass `cls` (`TrainingArguments`, passed in by
+    `arguments`, which imports this module), by name with dashes or underscores. A field's earlier names (its `old`
+    spellings: `pool_weights` for `corpus_weights`) are read as the field."""
+    from .argument_checks import old_names, with_current_names
+
+    fields, earlier = {spec.name for spec in dataclasses.fields(cls)}, old_names(cls)
     path = Path(path)
     if not path.is_file():
         raise PSPInputError(f"--config {path}: no such file")
@@ -34,7 +38,7 @@ def load_config_file(path: str | os.PathLike, fields: Collection[str]) -> dict[s
     result: dict[str, Any] = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
-        if name not in fields:
+        if name not in fields and name not in earlier:
             raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
         result[name] = value
-    return result
+    return with_current_names(cls, result)

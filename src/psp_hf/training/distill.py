@@ -1,17 +1,17 @@
-"""The teacher side of training: the cached pool as a stream of (sentence, teacher vector) batches.
+"""The teacher side of training: the labelled distillation corpus as a stream of (sentence, teacher vector) batches.
 
-`TeacherPool` reads a `psp_hf.teachers.labels.TeacherCache` once: the sentences, and their teacher vectors kept
+`TeacherCorpus` reads a `psp_hf.teachers.labels.TeacherCache` once: the sentences, and their teacher vectors kept
 as float16 (384-d MiniLM labels of 430k sentences take 330 MB). For the distillation loss the sentences are
-tokenized once into flat arrays, and a batch is gathered from them with numpy indexing. Each epoch of the pool is
+tokenized once into flat arrays, and a batch is gathered from them with numpy indexing. Each epoch of the corpus is
 a seeded permutation (seed, epoch); with several processes every process takes an equal share of it (rank
 `r` gets positions r, r + W, ...; the few rows left over by n % W wait for another epoch), so every process takes
 the same number of distillation steps. The position inside the epoch is a row count, which is all a checkpoint
 needs to continue exactly.
 
-`--pool-weights SOURCE=W,...` changes how often each source of the pool is drawn in one pass: a sentence of a
+`--corpus-weights SOURCE=W,...` changes how often each source of the corpus is drawn in one pass: a sentence of a
 source of weight W comes floor(W) times, and once more with probability W - floor(W) (drawn once per run, seeded),
-so 2 doubles a source and 0.5 keeps a fixed half of it. The sources are those of the pool the cache was labelled
-from (`psp prepare pool`'s `sentences.parquet`, named in the cache's meta.json).
+so 2 doubles a source and 0.5 keeps a fixed half of it. The sources are those of the corpus the cache was labelled
+from (`psp prepare distill-corpus`'s `sentences.parquet`, named in the cache's meta.json).
 """
 
 from __future__ import annotations
@@ -26,20 +26,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.distill_corpus import evaluation_matches
 from ..errors import PSPInputError
 from ..teachers.labels import CORPUS_REPORT
 
 
 @dataclass
-class TokenizedPool:
-    """All pool sentences tokenized once: piece ids back to back, with each sentence's start and length."""
+class TokenizedCorpus:
+    """All corpus sentences tokenized once: piece ids back to back, with each sentence's start and length."""
 
     flat: np.ndarray
     starts: np.ndarray
     lengths: np.ndarray
 
     @classmethod
-    def build(cls, encoder, sentences: list[str], batch_size: int = 65536) -> TokenizedPool:
+    def build(cls, encoder, sentences: list[str], batch_size: int = 65536) -> TokenizedCorpus:
         """Tokenize `sentences` with `encoder` (a `PSPEncoder`)."""
         flats, lengths = [], []
         for start in range(0, len(sentences), batch_size):
@@ -62,8 +63,8 @@ class TokenizedPool:
         return torch.from_numpy(self.flat[positions]), torch.from_numpy(offsets)
 
 
-def parse_pool_weights(text: str | None) -> dict[str, float]:
-    """`--pool-weights` ("wikipedia-2015=0.5,wordnet-glosses=2") as {source: weight}."""
+def parse_corpus_weights(text: str | None) -> dict[str, float]:
+    """`--corpus-weights` ("wikipedia-2015=0.5,wordnet-glosses=2") as {source: weight}."""
     weights: dict[str, float] = {}
     for item in (text or "").split(","):
         if not item.strip():
@@ -74,23 +75,23 @@ def parse_pool_weights(text: str | None) -> dict[str, float]:
         except ValueError:
             weight = -1.0
         if not name.strip() or weight < 0:
-            raise PSPInputError(f"--pool-weights {text!r}: give SOURCE=WEIGHT pairs, weights >= 0 (bad: {item!r})")
+            raise PSPInputError(f"--corpus-weights {text!r}: give SOURCE=WEIGHT pairs, weights >= 0 (bad: {item!r})")
         weights[name.strip()] = weight
     return weights
 
 
-def pool_sources(cache_dir: str | os.PathLike, meta: dict, sentences: Sequence[str]) -> list[str]:
-    """The source of each cached sentence, from the pool that the cache's meta (`meta["corpus"]`) names."""
+def corpus_sources(cache_dir: str | os.PathLike, meta: dict, sentences: Sequence[str]) -> list[str]:
+    """The source of each cached sentence, from the corpus that the cache's meta (`meta["corpus"]`) names."""
     import pyarrow.parquet as pq
 
     corpus = meta.get("corpus")
-    pool = Path(corpus) / "sentences.parquet" if corpus else None
-    if pool is None or not pool.is_file():
+    parquet = Path(corpus) / "sentences.parquet" if corpus else None
+    if parquet is None or not parquet.is_file():
         raise PSPInputError(
-            f"--pool-weights: the pool the cache {cache_dir} was labelled from is needed for the sources "
-            f"({pool or 'meta.json names no corpus'} not found)"
+            f"--corpus-weights: the corpus the cache {cache_dir} was labelled from is needed for the sources "
+            f"({parquet or 'meta.json names no corpus'} not found)"
         )
-    table = pq.read_table(pool, columns=["sentence", "source"])
+    table = pq.read_table(parquet, columns=["sentence", "source"])
     source_of = dict(zip(table.column("sentence").to_pylist(), table.column("source").to_pylist(), strict=True))
     return [source_of.get(sentence, "unknown") for sentence in sentences]
 
@@ -100,17 +101,18 @@ def weighted_rows(sources: Sequence[str], weights: dict[str, float], seed: int) 
     names = sorted(set(sources))
     unknown = sorted(set(weights) - set(names))
     if unknown:
-        raise PSPInputError(f"--pool-weights: no source {', '.join(unknown)} in the pool (it has {', '.join(names)})")
+        known = ", ".join(names)
+        raise PSPInputError(f"--corpus-weights: no source {', '.join(unknown)} in the corpus (it has {known})")
     weight = np.fromiter((weights.get(source, 1.0) for source in sources), dtype=np.float64, count=len(sources))
     whole = np.floor(weight).astype(np.int64)
     extra = np.random.default_rng([seed, 1 << 20]).random(len(weight)) < weight - whole
     counts = whole + extra
     if counts.sum() == 0:
-        raise PSPInputError("--pool-weights: every source has weight 0, nothing is left to distil")
+        raise PSPInputError("--corpus-weights: every source has weight 0, nothing is left to distil")
     return np.repeat(np.arange(len(weight)), counts)
 
 
-class TeacherPool:
+class TeacherCorpus:
     """Sentences and float16 teacher vectors of a cache; `tokenize()` prepares it for distillation batches."""
 
     def __init__(
@@ -128,7 +130,7 @@ class TeacherPool:
         if meta is None or not cache.chunk_files():
             raise PSPInputError(
                 f"--teacher-cache {cache_dir}: no teacher labels there (run psp prepare "
-                "label --corpus POOL --cache FOLDER first)"
+                "label --corpus CORPUS --cache FOLDER first)"
             )
         self.directory = Path(cache_dir)
         self.meta = meta
@@ -138,10 +140,10 @@ class TeacherPool:
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        # One pass's rows: every row once, or each source as often as --pool-weights says.
+        # One pass's rows: every row once, or each source as often as --corpus-weights says.
         self.pass_rows = None
         if weights:
-            self.pass_rows = weighted_rows(pool_sources(cache_dir, meta, self.sentences), weights, seed)
+            self.pass_rows = weighted_rows(corpus_sources(cache_dir, meta, self.sentences), weights, seed)
         self.pass_size = len(self.sentences) if self.pass_rows is None else len(self.pass_rows)
         self.shard_size = self.pass_size // world_size
         if self.shard_size < 1:
@@ -157,7 +159,7 @@ class TeacherPool:
         return len(self.sentences)
 
     def transform(self, kind: str) -> None:
-        """Distil toward the vectors centred or whitened over the pool (`--teacher-transform`)."""
+        """Distil toward the vectors centred or whitened over the corpus (`--teacher-transform`)."""
         from ..teachers.combine import transform_rows
 
         self.vectors = transform_rows(self.vectors, kind)
@@ -165,7 +167,7 @@ class TeacherPool:
     # ------------------------------------------------------------------------------------------ batches
     def tokenize(self, encoder) -> None:
         """Tokenize every sentence once with `encoder` (a `PSPEncoder`)."""
-        self.tokens = TokenizedPool.build(encoder, self.sentences)
+        self.tokens = TokenizedCorpus.build(encoder, self.sentences)
 
     def steps_per_epoch(self, batch_size: int) -> int:
         """Distillation batches in one pass over this process's share."""
@@ -188,7 +190,7 @@ class TeacherPool:
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`(flat_ids, offsets, teacher vectors as float32)` of the sentences `rows`."""
         if self.tokens is None:
-            raise RuntimeError("TeacherPool.tokenize() must be called before batch()")
+            raise RuntimeError("TeacherCorpus.tokenize() must be called before batch()")
         flat_ids, offsets = self.tokens.batch(rows)
         return flat_ids, offsets, torch.from_numpy(self.vectors[rows].astype(np.float32))
 
@@ -205,18 +207,18 @@ class TeacherPool:
 
     # ------------------------------------------------------------------------------------------ provenance
     def text_info(self) -> dict:
-        """Teacher, pool size and text sources, for the training info and the model card."""
-        info = {"teacher": self.teacher, "teacher_dim": self.dim, "pool_sentences": len(self.sentences)}
+        """Teacher, corpus size and text sources, for the training info and the model card."""
+        info = {"teacher": self.teacher, "teacher_dim": self.dim, "corpus_sentences": len(self.sentences)}
         report = corpus_report(self.directory)
         info["training_text"] = describe_sources(report, len(self.sentences), self.directory)
         return info
 
 
 def corpus_report(cache_dir: str | os.PathLike) -> dict | None:
-    """The pool's `report.json` (from `psp_hf.data.pool.write_corpus`) found with the cache, or None.
+    """The corpus's `report.json` (from `psp_hf.data.distill_corpus.write_corpus`) found with the cache, or None.
 
     Looked for in the cache folder (`corpus-report.json`, copied there when labelling), in the corpus folder the
-    cache's meta names, and in a sibling folder holding a pool (`report.json` beside `sentences.parquet`).
+    cache's meta names, and in a sibling folder holding a corpus (`report.json` beside `sentences.parquet`).
     """
     cache_dir = Path(cache_dir)
     candidates = [cache_dir / CORPUS_REPORT]
@@ -243,10 +245,10 @@ def corpus_report(cache_dir: str | os.PathLike) -> dict | None:
     return None
 
 
-def describe_sources(report: dict | None, pool_sentences: int, cache_dir: str | os.PathLike) -> str:
-    """One line naming the pool's sources with their kept counts and licences (or the cache folder's name)."""
+def describe_sources(report: dict | None, corpus_sentences: int, cache_dir: str | os.PathLike) -> str:
+    """One line naming the corpus's sources with their kept counts and licences (or the cache folder's name)."""
     if not report:
-        return f"{pool_sentences:,} unlabelled sentences (teacher cache {Path(cache_dir).name})"
+        return f"{corpus_sentences:,} unlabelled sentences (teacher cache {Path(cache_dir).name})"
     parts = []
     for name, counts in report.get("sources", {}).items():
         kept = counts.get("kept", 0) if isinstance(counts, dict) else 0
@@ -255,14 +257,12 @@ def describe_sources(report: dict | None, pool_sentences: int, cache_dir: str | 
         licence = counts.get("license") if isinstance(counts, dict) else None
         parts.append(f"{name} {kept:,}" + (f" ({licence})" if licence else ""))
     excluded = sum(
-        entry.get("pool_sentences_matched", 0)
-        for entry in report.get("evaluation_sets", {}).values()
-        if isinstance(entry, dict)
+        evaluation_matches(entry) for entry in report.get("evaluation_sets", {}).values() if isinstance(entry, dict)
     )
     total = report.get("total_sentences")
-    # The cache may hold labels for part of the pool only (labelling is resumable); the counts are the pool's.
-    of_pool = f" of a pool of {total:,}" if isinstance(total, int) and total != pool_sentences else ""
-    text = f"{pool_sentences:,} unlabelled English sentences{of_pool}: " + "; ".join(parts)
+    # The cache may hold labels for part of the corpus only (labelling is resumable); the counts are the corpus's.
+    of_corpus = f" of a corpus of {total:,}" if isinstance(total, int) and total != corpus_sentences else ""
+    text = f"{corpus_sentences:,} unlabelled English sentences{of_corpus}: " + "; ".join(parts)
     if report.get("evaluation_sets"):
         text += f"; evaluation-set sentences removed by normalised exact match ({excluded:,} matches)"
     return text

@@ -25,11 +25,11 @@ def initial_model(id_or_path: str):
     return load_static_model(id_or_path)
 
 
-def training_texts(source, pool, limit: int) -> Iterator[str]:
-    """Up to `limit` sentences of the training text: the pairs' sentences, then the pool's."""
+def training_texts(source, corpus, limit: int) -> Iterator[str]:
+    """Up to `limit` sentences of the training text: the pairs' sentences, then the distillation corpus's."""
     texts = source.texts(limit) if source is not None else iter(())
-    if pool is not None:
-        texts = itertools.chain(texts, pool.sentences)
+    if corpus is not None:
+        texts = itertools.chain(texts, corpus.sentences)
     return itertools.islice(texts, limit)
 
 
@@ -74,7 +74,7 @@ def load_or_train_tokenizer(
             stream = texts(args.tokenizer_sentences)
             first = next(stream, None)
             if first is None:  # a header-only file, an empty prepared folder: say so, naming --data
-                what = " ".join(args.data) if args.data else "(the teacher pool)"
+                what = " ".join(args.data) if args.data else "(the distillation corpus)"
                 raise PSPInputError(f"--data {what}: no sentences to train the tokenizer on (only a header, or empty)")
             trained = train_tokenizer(
                 itertools.chain([first], stream),
@@ -127,7 +127,7 @@ def prepared_tokenizer(data: list[str]):
 def initialise(
     encoder,
     args: TrainingArguments,
-    pool_teacher: str | None,
+    cache_teacher: str | None,
     texts: Callable[[int], Iterator[str]],
     say: Callable[[str], None],
 ) -> np.ndarray | None:
@@ -142,7 +142,7 @@ def initialise(
         from ..initialization import set_table, teacher_table
         from ..teachers.labels import default_teacher_path, load_teacher
 
-        name = args.teacher_model or pool_teacher
+        name = args.teacher_model or cache_teacher
         say(f"initialising the table from teacher {name or default_teacher_path()}")
         set_table(encoder, teacher_table(encoder.tokenizer, load_teacher(name), args.dim, seed=args.seed))
     elif args.init == "word-vectors":

@@ -8,8 +8,9 @@ USE-multilingual) labels the other side too, which opens two more targets and a 
 * `--bitext-targets both`: the mean of the two losses above (student(xx) learns both vectors);
 * `--mono-data FILE...`: sentences in any language, one a line (`psp prepare mono` writes such a file with its
   sources and licences beside it); each training step adds a batch of them, student(text) -> teacher(text), at
-  `--mono-weight`, `--mono-batch-size` sentences a step. The stream takes the place of the English pool's
-  (`TeacherPool`): the same seeded passes and the same checkpointed position, so a resumed run continues it.
+  `--mono-weight`, `--mono-batch-size` sentences a step. The stream takes the place of the English distillation
+  corpus's (`TeacherCorpus`): the same seeded passes and the same checkpointed position, so a resumed run
+  continues it.
 
 Every label goes through the run's `--teacher-cache` (keyed by sentence, only what the cache lacks is labelled).
 `--dev-bitext FILE` scores checkpoints by mining accuracy on pairs of a file (the PUD sentences for `psp
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..errors import PSPInputError
 from .argument_checks import setting
-from .distill import TeacherPool
+from .distill import TeacherCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -195,8 +196,9 @@ def read_dev_pairs(path: str | os.PathLike, lang: str) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------------- the stream
-class MonoPool(TeacherPool):
-    """`--mono-data` sentences with their teacher vectors: a `TeacherPool` whose rows come from a list, not a cache."""
+class MonoCorpus(TeacherCorpus):
+    """`--mono-data` sentences with their teacher vectors: a `TeacherCorpus` whose rows come from a list, not a
+    cache."""
 
     def __init__(self, paths: Sequence[str], sentences: list[str], vectors: np.ndarray, teacher: str, **shares):
         self.paths = [str(path) for path in paths]

@@ -140,20 +140,20 @@ def finish_run(trainer) -> None:
             "last_score": state.last_score,
             "kept": kept,
         }
-        if trainer.pool is not None:
+        if trainer.corpus is not None:
             summary.update(
                 {
                     "sentences_seen": state.sentences_seen,
                     "teacher_masked": state.teacher_masked,
-                    "pool_sentences": len(trainer.pool),
+                    "corpus_sentences": len(trainer.corpus),
                 }
             )
         trainer.metrics.append(summary)
         seen = (
-            f"{state.sentences_seen} pool sentences"
+            f"{state.sentences_seen} corpus sentences"
             if trainer.distill_only
             else f"{state.pairs_seen} pairs"
-            + (f" and {state.sentences_seen} pool sentences" if trainer.distilling else "")
+            + (f" and {state.sentences_seen} corpus sentences" if trainer.distilling else "")
         )
         best_text = ""
         if state.best_score is not None:
@@ -178,8 +178,8 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
     }
     if getattr(trainer, "bitext_teacher", None) is not None:
         info.update(trainer.bitext_teacher.text_info())
-    if trainer.pool is not None:
-        info.update(trainer.pool.text_info())
+    if trainer.corpus is not None:
+        info.update(trainer.corpus.text_info())
         info["sentences_seen"] = state.sentences_seen
         if trainer.distill_only:
             info["margin_weight"] = 0.0  # what the run used: no pairs in the loss

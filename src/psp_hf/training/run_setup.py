@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..errors import PSPInputError
+from .argument_checks import with_current_names
 
 # RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
 from .arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
@@ -122,11 +123,11 @@ class RunSetup:
                 world_size=self.world_size,
                 exclude=held_back,
             )
-        self.pool = None
-        if self.mono_sentences:  # multilingual distillation's monolingual text: the pool stream's place
-            from .multilingual import MonoPool
+        self.corpus = None
+        if self.mono_sentences:  # multilingual distillation's monolingual text: the corpus stream's place
+            from .multilingual import MonoCorpus
 
-            self.pool = MonoPool(
+            self.corpus = MonoCorpus(
                 args.mono_data,
                 self.mono_sentences,
                 self.bitext_teacher.vectors_of(self.mono_sentences),
@@ -136,19 +137,19 @@ class RunSetup:
                 world_size=self.world_size,
             )
         elif args.teacher_cache and not args.pair_distill():
-            from .distill import TeacherPool, parse_pool_weights
+            from .distill import TeacherCorpus, parse_corpus_weights
 
-            self.pool = TeacherPool(
+            self.corpus = TeacherCorpus(
                 args.teacher_cache,
                 seed=args.seed,
                 rank=self.rank,
                 world_size=self.world_size,
-                weights=parse_pool_weights(args.pool_weights),
+                weights=parse_corpus_weights(args.corpus_weights),
             )
             if args.teacher_transform != "none":
-                self.pool.transform(args.teacher_transform)
+                self.corpus.transform(args.teacher_transform)
         weight = args.mono_weight if self.mono_sentences else args.distill_weight
-        self.distilling = self.pool is not None and weight > 0
+        self.distilling = self.corpus is not None and weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
         self._build_model(resuming)
         # Not registered with Accelerate (it would unpickle the counters in full): the store saves them as JSON.
@@ -259,8 +260,9 @@ class RunSetup:
         return args.resume
 
     def _check_resume_args(self, saved_run: dict) -> None:
-        # A checkpoint written before a setting existed ran with that setting's default.
-        saved = {**TrainingArguments().to_dict(), **saved_run.get("args", {})}
+        # A checkpoint written before a setting existed ran with that setting's default; one written before a
+        # setting was renamed (--pool-weights, now --corpus-weights) holds it under its earlier name.
+        saved = {**TrainingArguments().to_dict(), **with_current_names(TrainingArguments, saved_run.get("args", {}))}
         current = self.args.to_dict()
         changed = [name for name in RESUME_FIXED if saved.get(name) != current.get(name)]
         if changed:
@@ -277,7 +279,7 @@ class RunSetup:
     def _texts(self, limit: int):
         from .model_setup import training_texts
 
-        return training_texts(self.source, self.pool, limit)
+        return training_texts(self.source, self.corpus, limit)
 
     def _build_model(self, resuming: bool) -> None:
         from .encoder_module import TrainingEncoder
@@ -309,8 +311,8 @@ class RunSetup:
         )
         self.model = encoder.model
         if self.distilling:
-            self.pool.tokenize(encoder)
-        teacher = self.pool or self.bitext_teacher
+            self.corpus.tokenize(encoder)
+        teacher = self.corpus or self.bitext_teacher
         copied_rows = None
         if not resuming:
             copied_rows = initialise(encoder, args, getattr(teacher, "teacher", None), self._texts, self.say)
@@ -363,7 +365,7 @@ class RunSetup:
         return PSPEncoder(model, self.tokenizer)
 
     def _describe(self) -> None:
-        """One line on what is trained on what (and one on the teacher pool)."""
+        """One line on what is trained on what (and one on the distillation corpus)."""
         args = self.args
         optimizer_text = "sparse lazy Adam" if self.sparse else "dense Adam"
         machine = f"{self.world_size} process(es) on {self.device.type}; vocab {len(self.tokenizer)}, dim {args.dim}"
@@ -385,7 +387,7 @@ class RunSetup:
                 f"{args.distill_weight}{mono}; margin weight {args.margin_weight}"
                 + (f"; learned projection {args.dim} -> {bitext.dim}" if self.projection is not None else "")
             )
-        if self.pool is not None and not self.mono_sentences:
+        if self.corpus is not None and not self.mono_sentences:
             role = (
                 "distillation only"
                 if self.distill_only
@@ -394,12 +396,12 @@ class RunSetup:
                 else "negative filter only"
             )
             self.say(
-                f"teacher {self.pool.teacher} (dim {self.pool.dim}) on {len(self.pool)} pool sentences: {role}"
+                f"teacher {self.corpus.teacher} (dim {self.corpus.dim}) on {len(self.corpus)} corpus sentences: {role}"
                 + (
                     f"; negatives with teacher cosine >= {self.teacher_threshold} skipped"
                     if self.teacher_threshold is not None
                     else ""
                 )
-                + (f"; learned projection {args.dim} -> {self.pool.dim}" if self.projection is not None else "")
+                + (f"; learned projection {args.dim} -> {self.corpus.dim}" if self.projection is not None else "")
                 + (f"; {optimizer_text}; {machine}" if self.distill_only else "")
             )

@@ -30,14 +30,14 @@ def validate_teacher_settings(args) -> None:
         )
     if args.data and args.margin_weight == 0 and args.distill_weight == 0:
         raise PSPInputError("--margin-weight 0 and --distill-weight 0: nothing to train")
-    if args.pool_weights:
-        from .distill import parse_pool_weights
+    if args.corpus_weights:
+        from .distill import parse_corpus_weights
 
-        parse_pool_weights(args.pool_weights)  # a malformed value fails here, before anything is loaded
+        parse_corpus_weights(args.corpus_weights)  # a malformed value fails here, before anything is loaded
         if not args.teacher_cache or args.teacher:
             raise PSPInputError(
-                "--pool-weights weights the sources of an English pool: it needs --teacher-cache of a labelled pool "
-                "(bitext's --teacher labels no pool)"
+                "--corpus-weights weights the sources of the English distillation corpus: it needs --teacher-cache of "
+                "a labelled corpus (bitext's --teacher labels no corpus)"
             )
     if args.teacher_negative_threshold is not None:
         if not args.teacher_cache:

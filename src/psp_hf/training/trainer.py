@@ -1,10 +1,10 @@
 """The training loop: one Accelerate loop for one CPU process, several CPU processes, or GPUs.
 
 Per mega-batch: gather M mini-batches from the stream, embed them without gradients, mine hardest negatives,
-then take one optimizer step per mini-batch (margin loss, plus the distillation loss on a pool batch when a
-teacher cache is given). Checkpoints are written at mega-batch boundaries (a mega-batch is mined with one set
-of weights; cutting it would change the negatives on resume). Dropout masks come from a generator seeded by
-(seed, process, step), so a resumed run draws the same masks without replaying the RNG.
+then take one optimizer step per mini-batch (margin loss, plus the distillation loss on a batch of the
+distillation corpus when a teacher cache is given). Checkpoints are written at mega-batch boundaries (a mega-batch
+is mined with one set of weights; cutting it would change the negatives on resume). Dropout masks come from a
+generator seeded by (seed, process, step), so a resumed run draws the same masks without replaying the RNG.
 
 Layout of `--output-dir`:
 
@@ -102,7 +102,7 @@ class Trainer(RunSetup):
         self.tick = time.perf_counter()
         stop = bool(args.max_steps and state.step >= args.max_steps)
         while not stop and state.epoch < args.epochs:
-            stop = self._pool_epoch() if self.distill_only else self._pairs_epoch()
+            stop = self._corpus_epoch() if self.distill_only else self._pairs_epoch()
             if not stop:
                 state.epoch += 1
                 state.positions[self.rank] = 0
@@ -135,7 +135,7 @@ class Trainer(RunSetup):
             first = [text for batch in texts for text in batch.first]
             second = [text for batch in texts for text in batch.second]
             megabatch = tokenize_megabatch(self.backend, first, second, [len(b) for b in texts]).to(self.device)
-            teacher = self.pool.lookup([*first, *second]) if self.teacher_threshold is not None else None
+            teacher = self.corpus.lookup([*first, *second]) if self.teacher_threshold is not None else None
             negatives = self._mine(megabatch, teacher)
             state.teacher_masked += self.miner.last_teacher_masked
             self.window.masked += self.miner.last_teacher_masked
@@ -145,7 +145,7 @@ class Trainer(RunSetup):
                 mono = None
                 if self.bitext_teacher is not None:  # multilingual distillation: the pair's teacher vectors
                     targets = self.bitext_teacher.targets(batch.first, batch.second, self.bitext_targets)
-                    mono, distill = distill, (None, None, targets.to(self.device))  # the pool is --mono-data's
+                    mono, distill = distill, (None, None, targets.to(self.device))  # the corpus is --mono-data's
                 result = self._train_step(megabatch, negatives, start, len(batch), distill, mono)
                 start += len(batch)
                 state.positions[self.rank] = batch.position
@@ -158,10 +158,10 @@ class Trainer(RunSetup):
                     return True
             self._maybe_save()
 
-    def _pool_epoch(self) -> bool:
-        """The rest of the current pass over the pool (distillation only); True when --max-steps stopped it."""
-        # Here the pool's pass is the run's epoch (train() keeps distill_epoch equal to epoch).
-        while self.state.distill_position < self.pool.shard_size:
+    def _corpus_epoch(self) -> bool:
+        """The rest of the current pass over the corpus (distillation only); True when --max-steps stopped it."""
+        # Here the corpus's pass is the run's epoch (train() keeps distill_epoch equal to epoch).
+        while self.state.distill_position < self.corpus.shard_size:
             distill = self._next_distill_batch()
             if self._after_step(self._train_step(None, None, 0, 0, distill), 0, len(distill[1]) * self.world_size):
                 return True
@@ -201,16 +201,16 @@ class Trainer(RunSetup):
         )
 
     def _next_distill_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The pool stream's next batch (moving on to a new pass when one is used up)."""
-        pool, state = self.pool, self.state
+        """The corpus stream's next batch (moving on to a new pass when one is used up)."""
+        corpus, state = self.corpus, self.state
         size = self.args.mono_batch_size if self.mono_sentences else self.args.distill_batch_size
-        if state.distill_position >= pool.shard_size:
+        if state.distill_position >= corpus.shard_size:
             state.distill_epoch += 1
             state.distill_position = 0
-        rows = pool.rows(state.distill_epoch, state.distill_position, size)
+        rows = corpus.rows(state.distill_epoch, state.distill_position, size)
         state.distill_position += len(rows)
         state.sentences_seen += len(rows) * self.world_size
-        return tuple(tensor.to(self.device) for tensor in pool.batch(rows))
+        return tuple(tensor.to(self.device) for tensor in corpus.batch(rows))
 
     def _train_step(
         self,
@@ -253,7 +253,7 @@ class Trainer(RunSetup):
             project_last = distill_offsets.numel()
             if flat_ids is None:
                 flat_ids, offsets = distill_ids, distill_offsets
-            else:  # one forward for both (DDP): the pool's bags after the pairs'
+            else:  # one forward for both (DDP): the corpus's bags after the pairs'
                 offsets = torch.cat([offsets, distill_offsets + flat_ids.numel()])
                 flat_ids = torch.cat([flat_ids, distill_ids])
         if args.dropout > 0 or args.scramble_rate > 0:
@@ -356,7 +356,7 @@ class Trainer(RunSetup):
             record.update(margin_loss=float(window.margin) / steps, distill_loss=float(window.distill) / steps)
             if self.distilling:  # the --mono-data stream
                 record.update(mono_loss=float(window.mono) / steps, sentences_seen=state.sentences_seen)
-        if self.pool is not None and self.bitext_teacher is None:
+        if self.corpus is not None and self.bitext_teacher is None:
             if not self.distill_only:
                 record["margin_loss"] = float(window.margin) / steps
             if self.distilling:

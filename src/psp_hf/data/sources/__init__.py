@@ -2,7 +2,7 @@
 sources for the X–English models by name.
 
 - registry_text.py: English text of Debian packages (WordNet glosses, fortunes, dictionaries) for the distillation
-  pool; registry_bitext.py: X–English pairs of Debian packages, read through dictionaries.py (dictd files, Unihan),
+  corpus; registry_bitext.py: X–English pairs of Debian packages, read through dictionaries.py (dictd files, Unihan),
   bible.py (SWORD modules), help_pages.py (LibreOffice's help) and apertium.py (the rule-based translator).
 - ppdb.py: PPDB-XL lexical paraphrases as training pairs.
 - language_sources.py: the data folder's bitext, monolingual text and dev set for `psp languages`, by name.

@@ -268,9 +268,9 @@ def prepare_mono(
     evaluation sentences (STS, Tatoeba, PUD, ...: `evaluation_filter`) and duplicates removed, then at most
     `weight x min(limit, what is left)` sentences drawn evenly over what is left (seeded by the source's name).
     Original case is kept: the teacher reads the text as written; the student's tokenizer lowercases for itself."""
+    from ..distill_corpus import normalize_key
     from ..evaluation_filter import evaluation_keys
     from ..filters import length_unit_for
-    from ..pool import normalize_key
     from .registry_bitext import even_sample
 
     data, out = Path(data), Path(out)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ...data_folder import cache_dir
 from ...errors import PSPInputError
-from ..pool import CorpusSource
+from ..distill_corpus import CorpusSource
 from .dictionaries import dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.

@@ -1,4 +1,4 @@
-"""English text that Debian packages ship, as pool sources for distillation.
+"""English text that Debian packages ship, as sources of the distillation corpus.
 
 * wordnet-glosses (Debian wordnet-base): WordNet 3.0 definitions and their quoted usage examples;
   WordNet 3.0 licence (BSD-style).
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...data_folder import cache_dir
-from ..pool import CorpusSource, split_sentences
+from ..distill_corpus import CorpusSource, split_sentences
 
 DEBIAN_PACKAGES = ("wordnet-base", "fortunes-min", "fortunes", "dict-gcide", "dict-devil", "dict-jargon")
 

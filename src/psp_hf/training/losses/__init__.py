@@ -2,7 +2,8 @@
 
 - `margin_loss` (margin.py): ParaNMT / P-SP's hinge on cosines between a pair and its mined negatives.
 - `distill_loss`, `pair_distill_loss`, `bitext_distill_loss` (distillation.py): student vectors, mapped into the
-  teacher's space, against the teacher's (the pool, the pairs' English sides, and both sides of a bitext pair).
+  teacher's space, against the teacher's (the distillation corpus, the pairs' English sides, and both sides of a
+  bitext pair).
 - `nested_loss`, `nested_distill_loss` (matryoshka.py): a loss on nested prefixes of the embedding as well as on the
   full one, with `NestedDims` and `parse_nested_dims` for its settings.
 """

@@ -1,13 +1,15 @@
-"""The unlabeled English pool for teacher distillation: gather, clean, dedupe, and keep evaluation text out.
+"""The distillation corpus (unlabelled English text for the teacher to label): gather, clean, dedupe, and keep
+evaluation text out.
 
 Sources are the non-evaluation English text of the shared data folder (Flickr30k/Multi30k captions, WMT news
 English sides) plus text that package registries ship (see `registry_sources`). The hard rule: no sentence of
 any evaluation set (STS 2012–2017 incl. the 2012 training sets, STS-B, SICK, SentEval, MRPC, Tatoeba) enters
-the pool. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
+the corpus. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
 also matches the tokenized, lower-cased SentEval copies against raw text.
 
-Run: ``psp prepare pool -o POOL`` (`build_pool`) writes ``sentences.parquet`` (columns ``sentence``,
-``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source).
+Run: ``psp prepare distill-corpus -o CORPUS`` (`build_distill_corpus`) writes ``sentences.parquet`` (columns
+``sentence``, ``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source). Reports written
+before the rename name the evaluation matches ``pool_sentences_matched`` (`evaluation_matches` reads both).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def split_sentences(text: str) -> list[str]:
 
 @dataclass
 class CleaningRules:
-    """What a pool sentence must look like; the defaults keep ordinary English sentences of 3–80 words."""
+    """What a corpus sentence must look like; the defaults keep ordinary English sentences of 3–80 words."""
 
     min_words: int = 3
     max_words: int = 80
@@ -205,7 +207,7 @@ def shared_data_sources(root: str | Path | None = None) -> list[CorpusSource]:
 # ----------------------------------------------------------------------------------------------- building
 @dataclass
 class CorpusResult:
-    """The pool: sentences with their source, and counts of what was read, rejected and kept."""
+    """The distillation corpus: sentences with their source, and counts of what was read, rejected and kept."""
 
     sentences: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -220,7 +222,7 @@ def build_corpus(
 ) -> CorpusResult:
     """Clean, drop evaluation sentences, dedupe (first source wins), and count everything per source.
 
-    `excluded` maps an evaluation-set name to its sentences; a pool sentence whose `normalize_key` equals
+    `excluded` maps an evaluation-set name to its sentences; a corpus sentence whose `normalize_key` equals
     any of theirs is dropped. With `shuffle_seed`, the output order is a seeded shuffle (sources mixed).
     """
     rules = rules or CleaningRules()
@@ -273,7 +275,7 @@ def build_corpus(
         "cleaning": vars(rules),
         "sources": per_source,
         "evaluation_sets": {
-            name: {"distinct_sentences": eval_counts[name], "pool_sentences_matched": matched_eval[name]}
+            name: {"distinct_sentences": eval_counts[name], "corpus_sentences_matched": matched_eval[name]}
             for name in eval_counts
         },
     }
@@ -298,7 +300,7 @@ def write_corpus(result: CorpusResult, out_dir: str | Path) -> Path:
 
 
 def read_corpus(path: str | Path) -> list[str]:
-    """Sentences of a pool written by `write_corpus` (its folder, its parquet or its txt file)."""
+    """Sentences of a corpus written by `write_corpus` (its folder, its parquet or its txt file)."""
     path = Path(path)
     if path.is_dir():
         path = path / "sentences.parquet"
@@ -314,12 +316,18 @@ def read_corpus(path: str | Path) -> list[str]:
     return [line for line in read_sentences(path).rows if line]
 
 
-def build_pool(
+def build_distill_corpus(
     out: str | Path, data: str | Path | None = None, extra_sources: Iterable[CorpusSource] = ()
 ) -> CorpusResult:
-    """Build the pool from the shared-data sources and `extra_sources` (the registry's, say: `registry_text`
-    provides them), every evaluation sentence removed, and write it into `out`."""
+    """Build the distillation corpus from the shared-data sources and `extra_sources` (the registry's, say:
+    `registry_text` provides them), every evaluation sentence removed, and write it into `out`."""
     root = existing_data_dir(data)
     result = build_corpus([*shared_data_sources(root), *extra_sources], evaluation_sentences(root))
     write_corpus(result, out)
     return result
+
+
+def evaluation_matches(entry: dict) -> int:
+    """How many corpus sentences matched one evaluation set, from an entry of `report.json`'s "evaluation_sets"
+    (`pool_sentences_matched` in reports written before the distillation corpus was renamed)."""
+    return int(entry.get("corpus_sentences_matched", entry.get("pool_sentences_matched", 0)))

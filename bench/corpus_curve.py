@@ -1,20 +1,22 @@
-"""What more text buys: STS of a distilled student as the labelled pool grows (a prefix of the shuffled pool).
+"""What more text buys: STS of a distilled student as the labelled distillation corpus grows (a prefix of the
+shuffled corpus).
 
-For each size N: label the pool's first N sentences into one teacher cache (`psp prepare label --max-sentences N`:
+For each size N: label the corpus's first N sentences into one teacher cache (`psp prepare label --max-sentences N`:
 a larger N labels only what is new), snapshot the cache (hard links, so nothing is copied), distil a student from
 the snapshot with the `make distill` settings (384-d, 30k pieces, distillation only) for the same number of steps at
-every size (`--steps`, 512 pool sentences a step: equal compute, so a larger pool shows each sentence fewer times),
+every size (`--steps`, 512 corpus sentences a step: equal compute, so a larger corpus shows each sentence fewer
+times),
 and evaluate it on STS12-16 (papers' protocol), STS-B test and SICK-R test. Finished steps are reused, so a killed
 run continues.
 
-    python bench/pool_curve.py --pool POOL --work DIR --sizes 100000,250000,500000,1000000 [--threads 2]
+    python bench/corpus_curve.py --corpus CORPUS --work DIR --sizes 100000,250000,500000,1000000 [--threads 2]
 
-Prints a Markdown table (and writes DIR/curve.json).
+Prints a Markdown table (and writes DIR/curve.json). `--pool`, the flag's name before the distillation corpus was
+renamed (and this script's name then: bench/pool_curve.py), still works.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -55,8 +57,10 @@ def label_seconds(cache: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pool", required=True, help="a pool from `psp prepare pool`")
+    from psp_hf.cli import flags
+
+    parser = flags.Parser(description=__doc__.split("\n\n")[0])
+    flags.add(parser, "--corpus", old=("--pool",), required=True, help="a corpus from `psp prepare distill-corpus`")
     parser.add_argument("--work", required=True, help="folder for the cache, its snapshots and the students")
     parser.add_argument("--sizes", default="100000,250000,500000,1000000")
     parser.add_argument("--threads", default="2")
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache) if args.cache else work / "teacher-labels"
     rows = []
     for size in (int(n) for n in args.sizes.split(",")):
-        _psp("prepare", "label", "--corpus", args.pool, "-o", str(cache), "--threads", args.threads,
+        _psp("prepare", "label", "--corpus", args.corpus, "-o", str(cache), "--threads", args.threads,
              "--max-sentences", str(size))  # fmt: skip
         labels = snapshot(cache, work / f"labels-{size}")
         student = work / f"student-{size}"
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         report = evaluate_model(load_encoder(str(student)), tasks)
         rows.append(
             {
-                "pool_sentences": size,
+                "corpus_sentences": size,
                 "label_seconds_total": label_seconds(labels),
                 "train_seconds": float((student / "bench-train-seconds.txt").read_text()),
                 "sts12_16": report["summary"]["sts12-16"]["pearson_mean"],
@@ -93,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     (work / "curve.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    print(f"\nStudents: 384-d, 30k pieces, {args.steps} steps of 512 pool sentences, distillation only\n")
-    print("| pool sentences | labelling s (cumulative) | training s | STS12-16 | STS-B test | SICK-R test |")
+    print(f"\nStudents: 384-d, 30k pieces, {args.steps} steps of 512 corpus sentences, distillation only\n")
+    print("| corpus sentences | labelling s (cumulative) | training s | STS12-16 | STS-B test | SICK-R test |")
     print("|---|---|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['pool_sentences']:,} | {row['label_seconds_total']:.0f} | {row['train_seconds']:.0f} | "
+            f"| {row['corpus_sentences']:,} | {row['label_seconds_total']:.0f} | {row['train_seconds']:.0f} | "
             f"{row['sts12_16']:.2f} | {row['stsb_test']:.2f} | {row['sickr_test']:.2f} |"
         )
     return 0
