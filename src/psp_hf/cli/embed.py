@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from . import flags
-from .rows import Skipped, batches, progress
+from .rows import Skipped, progress, sentence_batches
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,21 +29,18 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import load
     from ..inference.pooling import prepare_bulk
-    from ..io import NpyRowWriter, atomic_path, check_input, check_output, decode_line, iter_raw_lines
+    from ..io import NpyRowWriter, atomic_path, check_input, check_output
 
     flags.check_batch_size(args.batch_size)
     check_input(args.input)
     check_output(args.output)
     model = load(args.model)
-    lines = (
-        (number, lambda n=number, r=raw: decode_line(args.input, n, r)) for number, raw in iter_raw_lines(args.input)
-    )
     skipped = Skipped()
     bar = progress(args, "line")
     with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
         # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN.
         # Several batches a read, so that --threads threads each have batches to encode.
-        for batch in batches(lines, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped):
+        for batch in sentence_batches(args.input, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped):
             prepare_bulk(writer.rows + len(batch))
             good = [text for text in batch if text is not None]
             embeddings = model.encode(

@@ -47,6 +47,27 @@ def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
         yield batch
 
 
+def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
+    """Lists of batch_size sentences of `path`, one a line (the last list may be shorter); a line that is not
+    UTF-8 stops the run, or is None in its list and counted in `skipped`."""
+    from ..io import decode_line, iter_line_blocks
+
+    batch: list = []
+    for first, lines in iter_line_blocks(path):
+        for offset, line in enumerate(lines) if any(type(line) is bytes for line in lines) else ():
+            if type(line) is bytes:
+                if not skip_bad_lines:
+                    decode_line(path, first + offset, line)  # raises, naming the line and the byte
+                skipped.add(first + offset)
+                lines[offset] = None
+        batch.extend(lines)
+        while len(batch) >= batch_size:
+            yield batch[:batch_size]
+            del batch[:batch_size]
+    if batch:
+        yield batch
+
+
 def progress(args: argparse.Namespace, unit: str):
     """A progress bar on stderr, or None when quiet or when stderr is not a terminal."""
     if args.quiet or not sys.stderr.isatty():
