@@ -208,7 +208,7 @@ distill-table: distill-train
 		--pairs $(DISTILL)/m-pairs --distill $(DISTILL)/m-distill --combined $(DISTILL)/m-combined \
 		$(if $(wildcard $(DISTILL)/m2v),--model2vec $(DISTILL)/m2v) --threads $(DISTILL_THREADS) --json $(DISTILL)/table.json
 
-# Apertium alone (about 5 MB), unpacked for the test that runs the real translator (tests/test_apertium.py): the
+# Apertium alone (about 5 MB), unpacked for the test that runs the real translator (tests/data/test_apertium.py): the
 # same packages as BITEXT_APERTIUM, in a root of their own so `make test` needs none of the larger bitext download.
 apertium: .cache/apertium/.unpacked
 

@@ -1,6 +1,6 @@
 """Throughput of `psp backtranslate`: translation (greedy and beam) and the filters, in pairs/s.
 
-By default it uses the test-size models of tests/test_backtranslation.py (a random 1-layer Marian with a
+By default it uses the test-size models of tests/backtranslation/test_backtranslation.py (a random 1-layer Marian with a
 word-level vocabulary, and a 1-layer GPT-2), which measure the pipeline's own overhead (reading, sorting,
 generate() calls, the scoring pass, chunk writes) rather than a real model's cost; `--model` (and `--lm`)
 time a real translation model instead. The input is the Czech–English Multi30k validation set from the
@@ -68,7 +68,7 @@ def main() -> None:
         folder = Path(tmp)
         model, lm = args.model, args.lm
         if model is None or lm is None:
-            sys.path.insert(0, str(REPO / "tests"))
+            sys.path.insert(0, str(REPO / "tests" / "backtranslation"))
             from test_backtranslation import build_models
 
             built = build_models(folder / "models")

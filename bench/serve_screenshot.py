@@ -3,7 +3,7 @@
     python bench/serve_screenshot.py MODEL SENTENCES.txt "a query" -o serve_screenshot.png
 
 Serves MODEL with --index SENTENCES.txt on a free loopback port, types the query into the page, waits for the
-results and saves the PNG. A script for the docs, not a test (tests/test_serve_browser.py reads the DOM instead).
+results and saves the PNG. A script for the docs, not a test (tests/serve/test_serve_browser.py reads the DOM instead).
 """
 
 from __future__ import annotations

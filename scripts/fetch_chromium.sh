@@ -1,5 +1,5 @@
 #!/bin/sh
-# Debian's headless Chromium for the browser test of `psp serve`'s page (tests/test_serve_browser.py), unpacked
+# Debian's headless Chromium for the browser test of `psp serve`'s page (tests/serve/test_serve_browser.py), unpacked
 # into ROOT without installing anything system-wide. Usage: scripts/fetch_chromium.sh ROOT PACKAGE...
 # Of the packages given (chromium, chromium-common and the libraries it needs), those the machine has installed are
 # left out; the rest are downloaded with apt-get download and unpacked with dpkg -x. ldd then checks that nothing

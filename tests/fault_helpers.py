@@ -1,4 +1,4 @@
-"""Shared pieces of the fault tests (tests/test_faults_*.py, test_fuzz.py): tiny inputs, in-process CLI runs and
+"""Shared pieces of the fault tests (tests/faults/test_faults_*.py, test_fuzz.py): tiny inputs, in-process CLI runs and
 the one-error-line check. Imported by name (tests/ is on sys.path; see conftest.py)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ config.json, tokenizer.json, model.safetensors and modules.json, and a training 
 Each reader writes one generated input into a fresh folder, runs the psp command that reads it (in this process,
 through `psp_hf.cli.main`) and classifies what happened: `ok` (exit 0 and a correct output), `error` (exit 2 with
 exactly one `psp: error:` line) or `failure` (a traceback, another exit code, several error lines, a wrong
-output). tests/test_fuzz.py asserts no failure on a few examples of each; bench/fuzz.py runs many and tabulates.
+output). tests/faults/test_fuzz.py asserts no failure on a few examples of each; bench/fuzz.py runs many and tabulates.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
     python -m psp_hf.cli.reference > docs/cli.md
 
 Walks `psp` and every command (each built as `psp_hf.cli.main` builds it) and their
-sub-subcommands recursively, writing each one's usage and options. `tests/test_docs.py` checks that the file in the
-repository equals this output, so a flag changed without regenerating fails the tests.
+sub-subcommands recursively, writing each one's usage and options. `tests/project/test_docs.py` checks that the file in
+the repository equals this output, so a flag changed without regenerating fails the tests.
 
 The output does not depend on the terminal or the machine: help is formatted at a fixed width, and defaults that
 depend on the machine (the number of cores) are written as what they mean, not as this machine's number.
@@ -75,7 +75,7 @@ def reference() -> str:
     head = [
         "# CLI reference\n",
         "Generated from the `psp` parsers by `python -m psp_hf.cli.reference > docs/cli.md`; do not edit by hand "
-        "(`tests/test_docs.py` fails when this file and the parsers differ). The how-to pages explain the "
+        "(`tests/project/test_docs.py` fails when this file and the parsers differ). The how-to pages explain the "
         "commands; this page lists every option.\n",
     ]
     commands = ["## Commands\n"]

@@ -18,7 +18,7 @@ import pytest
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from serve_server import CORPUS, ServerThread, tiny_tokenizer  # noqa: E402 - tests/ holds the helper; it is not a package
 
 from psp_hf.cli.serve import parse_model_spec  # noqa: E402

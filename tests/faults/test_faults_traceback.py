@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,10 @@ def test_a_run_stopped_before_its_first_chunk_does_not_refuse_the_corrected_comm
 
 
 # ------------------------------------------------------------------------------------------ backtranslate's lengths
+# The tiny translation models of tests/backtranslation/test_backtranslation.py, imported lazily below.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backtranslation"))
+
+
 @pytest.fixture(scope="module")
 def translation_models(tmp_path_factory) -> Path:
     from test_backtranslation import build_models

@@ -18,7 +18,7 @@ from psp_hf.data_folder import data_dir
 from psp_hf.io import iter_tsv
 from psp_hf.training.checkpoint import read_checkpoint_state
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl people player worker runs walks jumps sits plays eats reads "

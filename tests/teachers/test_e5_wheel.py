@@ -108,7 +108,7 @@ def test_tokenizer_matches_the_engine_on_real_text_up_to_exact_ties(converted, r
     text, same total score: `....` as `...`+`.` or `.`+`...`), or a run of unknown characters (one <unk> here)."""
     from tokenizers import Tokenizer
 
-    root = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    root = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
     files = sorted((root / "unlabeled").glob("*/*/sentences.txt.gz"))
     assert len(files) >= 8, f"no unlabeled sentences under {root} (set PSP_DATA)"
     tokenizer = Tokenizer.from_file(str(converted / "tokenizer.json"))

@@ -26,7 +26,7 @@ from psp_hf.cli import main
 from psp_hf.io import iter_tsv
 
 PYTHON = sys.executable
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SOURCE_WORDS = ["ahoj", "svět", "pes", "kočka", "dům", "voda", "strom", "slunce", "velký", "malý", "běží"]
 ENGLISH_WORDS = ["the", "a", "dog", "cat", "house", "water", "tree", "sun", "is", "runs", "big", "small"]
 MAX_NEW_TOKENS = 12

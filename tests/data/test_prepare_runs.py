@@ -386,7 +386,7 @@ def test_a_killed_run_leaves_the_old_folder_and_the_next_run_removes_its_staging
 
 
 def test_prepare_paraphrases_removes_evaluation_sentences(tmp_path):
-    data = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    data = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
     if not data.is_dir():
         pytest.skip(f"real data not found at {data} (set PSP_DATA)")
     from psp_hf.data.prepare import prepare_paraphrases

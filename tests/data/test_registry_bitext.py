@@ -15,7 +15,7 @@ from psp_hf.data.sources.registry_bitext import bitext_sources, message_text, mo
 from psp_hf.errors import PSPInputError
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 
 def b64(number: int) -> str:

@@ -22,10 +22,10 @@ from psp_hf.data.sources.language_sources import (
 )
 from psp_hf.errors import PSPInputError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_bitext_distill import make_bitext  # noqa: E402 - a sibling test module
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
+from test_bitext_distill import make_bitext  # noqa: E402 - a test module of tests/training/
 
-DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")).resolve()
+DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")).resolve()
 PUD_PAIR = ("der hund schläft im park", "the dog sleeps in the park")
 TATOEBA = ("ich habe hunger", "i am hungry")
 

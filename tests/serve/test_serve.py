@@ -16,7 +16,7 @@ import pytest
 
 from psp_hf import PSPEncoder
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx2 as httpx  # noqa: E402 - huggingface_hub's HTTP client, installed with it
 from serve_server import ServerThread, tiny_tokenizer  # noqa: E402 - tests/ holds the helper; it is not a package
 

@@ -12,7 +12,7 @@ import pytest
 
 from psp_hf import PSPEncoder
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from chromium import Chromium  # noqa: E402 - tests/ holds the helpers; it is not a package
 from serve_server import CORPUS, ServerThread, tiny_tokenizer  # noqa: E402
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PSP_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from psp_hf.cli import reference as cli_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "results").glob("*.md"))]
 
 # [text](target) outside code; images too. A target may carry a "title" after a space.

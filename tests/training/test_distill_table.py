@@ -19,7 +19,7 @@ from psp_hf.cli import main as psp
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
     "river snow water ball bike car guitar book red blue green big small old young happy"

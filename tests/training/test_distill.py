@@ -166,7 +166,7 @@ def test_registry_parsers_on_tiny_files(tmp_path):
 
 
 def test_evaluation_sentences_cover_every_set():
-    root = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    root = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
     if not root.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"data folder {root} missing in CI")

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads watches holds street park "
     "beach field river snow water ball bike car guitar book red blue green big small old young happy"

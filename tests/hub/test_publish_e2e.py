@@ -19,7 +19,7 @@ import pytest
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("PSP_DATA", REPO_ROOT.parent / "shared" / "data"))
 BITEXT = DATA / "bitext" / "multi30k" / "de-en"
 

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Each test trains and kills real `psp train` runs: long, so `make test-fast` leaves them out.
 pytestmark = pytest.mark.slow
 
