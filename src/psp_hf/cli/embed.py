@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from . import flags
-from .rows import Skipped, progress, sentence_batches
+from .rows import Skipped, WriteBehind, progress, read_ahead, sentence_batches
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,11 +37,14 @@ def run(args: argparse.Namespace) -> int:
     model = load(args.model)
     skipped = Skipped()
     bar = progress(args, "line")
-    with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer:
-        # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN.
-        # Several batches a read, so that --threads threads each have batches to encode.
-        for batch in sentence_batches(args.input, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped):
-            prepare_bulk(writer.rows + len(batch))
+    lines = sentence_batches(args.input, args.batch_size * 4 * args.threads, args.skip_bad_lines, skipped)
+    with atomic_path(args.output) as tmp, NpyRowWriter(tmp, model.dim) as writer, WriteBehind(writer.write) as out:
+        # Rows stream to the file batch by batch; row i stays line i + 1, a skipped line is a row of NaN. Several
+        # batches a read, so that --threads threads each have batches to encode; the next lines are read and the
+        # last rows written on threads of their own meanwhile.
+        n_rows = 0
+        for batch in read_ahead(lines):
+            prepare_bulk(n_rows + len(batch))
             good = [text for text in batch if text is not None]
             embeddings = model.encode(
                 good, batch_size=args.batch_size, normalize_embeddings=args.normalize, num_threads=args.threads
@@ -50,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
                 block = np.full((len(batch), model.dim), np.nan, dtype=np.float32)
                 block[[text is not None for text in batch]] = embeddings
                 embeddings = block
-            writer.write(embeddings)
+            out.write(embeddings)
+            n_rows += len(batch)
             if bar is not None:
                 bar.update(len(batch))
-        n_rows = writer.rows
     if bar is not None:
         bar.close()
     if skipped.count:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import queue
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from ..errors import PSPInputError
 
@@ -66,6 +71,77 @@ def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: 
             del batch[:batch_size]
     if batch:
         yield batch
+
+
+def read_ahead(items: Iterator, ahead: int = 2) -> Iterator:
+    """`items`, produced on a thread of their own up to `ahead` in advance, so that reading the next batch overlaps
+    the work on this one; an error of the producer is raised where its item would have come. Closing the generator
+    stops the producer."""
+    slots: queue.Queue = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        slots.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slots.put((done, None))
+        except BaseException as error:  # raised on the consuming side, in order
+            slots.put((done, error))
+
+    thread = threading.Thread(target=produce, name="psp-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = slots.get()
+            if item is done:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        # The producer stops at its next item; one blocked on a slow input (a terminal on stdin) is not waited for.
+        thread.join(timeout=5)
+
+
+class WriteBehind:
+    """Runs each write on a thread of its own while the caller computes the next rows; one write at a time, in
+    order, and the caller waits for the previous one before handing over the next (memory stays bounded, and an
+    error of a write comes out at the next `write` or at `finish`)."""
+
+    def __init__(self, write: Callable[[Any], None]):
+        self._write = write
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="psp-write")
+        self._pending: Future | None = None
+
+    def write(self, rows: Any) -> None:
+        """Hand `rows` to the writing thread, once the previous write is done."""
+        self.finish()
+        self._pending = self._pool.submit(self._write, rows)
+
+    def finish(self) -> None:
+        """Wait for the write under way (raising its error)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def __enter__(self) -> WriteBehind:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self.finish()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def progress(args: argparse.Namespace, unit: str):

@@ -19,8 +19,11 @@ from ..errors import native_panics
 
 # The piece of a word the cache cannot segment on its own (see the module docstring).
 REFUSED = -1
-# Words go to the tokenizer this many to a string (see WordTokenizer.tokenize).
+# Words go to the tokenizer at most this many to a string, at least STRINGS_PER_CALL strings a call where each
+# keeps MIN_WORDS_PER_CALL words (see WordTokenizer.tokenize).
 WORDS_PER_CALL = 4096
+MIN_WORDS_PER_CALL = 256
+STRINGS_PER_CALL = 4
 
 
 class WordTokenizer:
@@ -36,24 +39,26 @@ class WordTokenizer:
         """The pieces of each word: `(bounds, pieces)`, word k's being `pieces[bounds[k]:bounds[k + 1]]`; a
         refused word's pieces are `[REFUSED]`.
 
-        Words go to the tokenizer joined by spaces, `WORDS_PER_CALL` to a string: one encoding per word costs more
-        in building its Python object than in segmenting the word (about 2.5x slower on Wikipedia's words). Each
+        Words go to the tokenizer joined by spaces, up to `WORDS_PER_CALL` to a string: one encoding per word costs
+        more in building its Python object than in segmenting the word (about 2.5x slower on Wikipedia's words). Each
         word's pieces are found again by the pieces that start with the word-boundary mark: one per part of the
         normalized word (more than one where the normalizer splits a word, as P-SP's Arabic one splits off the
         article). A string whose pieces do not show that many starts (a part segmented as one unknown piece that
         swallowed the mark) is tokenized word by word instead.
         """
-        checked = [self._text(word) for word in words]
-        accepted = np.array([k for k, text in enumerate(checked) if text is not None], dtype=np.int64)
-        texts = [checked[k][0] for k in accepted.tolist()]
-        parts = np.array([checked[k][1] for k in accepted.tolist()], dtype=np.int64)
+        found = [1 if word.isascii() else self._parts(word) for word in words]  # None: refused
+        accepted = np.flatnonzero(np.fromiter((p is not None for p in found), dtype=bool, count=len(words)))
+        texts = words if len(accepted) == len(words) else [words[k] for k in accepted.tolist()]
+        parts = np.fromiter((p for p in found if p is not None), dtype=np.int64, count=len(accepted))
         lengths = np.ones(len(words), dtype=np.int64)  # a refused word: one piece, REFUSED
         pieces_of: list[np.ndarray] = []
         starts_word = self._word_starts()
-        spans = [(k, min(k + WORDS_PER_CALL, len(texts))) for k in range(0, len(texts), WORDS_PER_CALL)]
+        # Several strings a call even for a few hundred words: the tokenizer segments them on its own threads.
+        per_call = min(WORDS_PER_CALL, max(MIN_WORDS_PER_CALL, -(-len(texts) // STRINGS_PER_CALL)))
+        spans = [(k, min(k + per_call, len(texts))) for k in range(0, len(texts), per_call)]
         with native_panics("the model's tokenizer"):
             encodings = self._backend.encode_batch_fast(
-                [" ".join(texts[start:stop]) for start, stop in spans], add_special_tokens=False
+                [b" ".join(texts[start:stop]).decode("utf-8") for start, stop in spans], add_special_tokens=False
             )
         for (start, stop), encoding in zip(spans, encodings, strict=True):
             ids = np.array(encoding.ids, dtype=np.int64)
@@ -76,11 +81,9 @@ class WordTokenizer:
             pieces[np.repeat(is_accepted, lengths)] = np.concatenate(pieces_of)
         return bounds, pieces
 
-    def _text(self, word: bytes) -> tuple[str, int] | None:
-        """`(the word as text, the parts the normalizer makes of it)` when its pieces alone are its pieces in a
-        sentence, else None (refused)."""
-        if word.isascii():
-            return word.decode("ascii"), 1
+    def _parts(self, word: bytes) -> int | None:
+        """How many parts the normalizer makes of a word beyond ASCII, when its pieces alone are its pieces in a
+        sentence; else None (refused)."""
         try:
             text = word.decode("utf-8")
         except UnicodeDecodeError:  # a lone surrogate: the tokenizer decides what to do with its sentence
@@ -93,12 +96,12 @@ class WordTokenizer:
         # leave two spaces that the normalizer folds in a sentence but not here.
         if not alone or self._mark in alone or normalizer.normalize_str(f"a {text} a") != f"a {alone} a":
             return None
-        return text, alone.count(" ") + 1
+        return alone.count(" ") + 1
 
-    def _one_by_one(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """`(lengths, pieces)` of `texts`, one encoding per word."""
+    def _one_by_one(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """`(lengths, pieces)` of `words`, one encoding per word."""
         with native_panics("the model's tokenizer"):
-            encodings = self._backend.encode_batch_fast(texts, add_special_tokens=False)
+            encodings = self._backend.encode_batch_fast([w.decode("utf-8") for w in words], add_special_tokens=False)
         ids = [encoding.ids for encoding in encodings]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         return lengths, np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
