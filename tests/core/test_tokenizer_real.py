@@ -52,3 +52,31 @@ def test_word_cache_path_equals_tokenizer_on_sts(trained):
     assert ids.tolist() == list(itertools.chain.from_iterable(expected))
     lengths = np.diff(np.append(offsets.numpy(), ids.numel()))
     assert lengths.tolist() == [len(row) for row in expected]
+
+
+def unlabeled_lines(start: int, stop: int) -> list[str]:
+    """Lines start..stop of every unlabeled file in the data folder: nine languages, eight scripts' worth of words."""
+    import gzip
+
+    lines = []
+    files = sorted((DATA / "unlabeled").glob("*/*/sentences.txt.gz"))
+    assert len(files) >= 9
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            lines += [line.rstrip("\n") for line in itertools.islice(handle, start, stop)]
+    return lines
+
+
+@pytest.mark.slow
+def test_word_cache_path_equals_tokenizer_in_every_language():
+    # A vocabulary with Arabic pieces gets the article-splitting rules: words the normalizer cuts in two.
+    tokenizer = train_tokenizer(unlabeled_lines(0, 3000), vocab_size=8000, character_coverage=0.9995)
+    encoder = PSPEncoder.from_tokenizer(tokenizer, hidden_size=4)
+    sentences = unlabeled_lines(3000, 6000)
+    for start in range(0, len(sentences), 1024):  # batches, as encode sends them: the cache fills as it goes
+        batch = sentences[start : start + 1024]
+        ids, offsets = encoder.tokenize_numpy(batch)
+        expected = [e.ids for e in encoder.backend_tokenizer.encode_batch(batch, add_special_tokens=False)]
+        assert ids.tolist() == list(itertools.chain.from_iterable(expected))
+        assert np.diff(np.append(offsets, len(ids))).tolist() == [len(row) for row in expected]
+    assert len(encoder._word_cache) > 100_000  # the words beyond ASCII went through the cache, not around it
