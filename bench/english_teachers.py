@@ -29,8 +29,8 @@ from pathlib import Path
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 # `make distill`'s combined run (Makefile: DISTILL_FLAGS and the m-combined target).
-# `make demo`'s distilled student (psp_hf.experiments.demo.DEMO_DISTILL_FLAGS, less its --vocab-size and
-# --threads): distillation only, 10 passes over the corpus.
+# `make demo`'s distilled student (psp_hf.experiments.demo.DEMO_DISTILL_SETTINGS, less its vocab_size and
+# threads): distillation only, 10 passes over the corpus.
 DEMO_RECIPE = [
     *("--dim", "384", "--lr", "0.01", "--init-std", "0.1", "--distill-weight", "1"),
     *("--distill-batch-size", "512", "--epochs", "10", "--quiet"),

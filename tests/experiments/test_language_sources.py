@@ -147,7 +147,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
     from test_multilingual_distill import MultilingualWordTeacher
 
-    from psp_hf.experiments.languages import Settings, _label, _prepare, _train, train_arguments
+    from psp_hf.experiments.languages import Settings, _label, _prepare, _train, training_arguments
     from psp_hf.experiments.languages_data import card_training_text, mono_selection
     from psp_hf.teachers.labels import TeacherCache
     from psp_hf.training.multilingual import MULTILINGUAL_DEFAULT_MONO
@@ -172,9 +172,9 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert report["tokenizer"]["extra_texts"] == 31  # the vocabulary is trained on the monolingual text too
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
-    arguments = train_arguments("de", folder, settings)
-    assert arguments[arguments.index("--dev-bitext") + 1] == str(data / DEV_SOURCE.pattern.format(xx="de"))
-    assert arguments[arguments.index("--bitext-targets") + 1] == "both" and "--mono-data" in arguments
+    arguments = training_arguments("de", folder, settings)
+    assert arguments.dev_bitext == str(data / DEV_SOURCE.pattern.format(xx="de"))
+    assert arguments.bitext_targets == "both" and arguments.mono_data
     monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
     assert _train("de", folder, settings)["steps"] == 4
     text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
@@ -182,7 +182,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert not non_commercial
     without = Settings(**{**vars(settings), "mono_sources": "none"})
     assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
-    assert "--mono-data" not in train_arguments("de", folder, without)  # no earlier run's text comes along
+    assert training_arguments("de", folder, without).mono_data == []  # no earlier run's text comes along
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == MULTILINGUAL_DEFAULT_MONO
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default", mono_sources="commonvoice")) != "none"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
@@ -85,60 +84,74 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     assert capsys.readouterr().err.count("done before, skipped") == 5
 
 
-def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path):
-    from psp_hf.experiments.languages import Settings, _label, train_arguments
+@pytest.fixture
+def pud_files(tmp_path):
+    """Empty PUD dev files where a data folder at tmp_path keeps them: training settings check the dev set exists."""
+    from psp_hf.data.sources.language_sources import DEV_SOURCE
+
+    for code in ("ar", "de", "fr", "tr"):
+        path = DEV_SOURCE.path(tmp_path, code)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    return tmp_path
+
+
+def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path, pud_files):
+    from psp_hf.experiments.languages import Settings, _label, training_arguments
 
     distilled = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache")
     baseline = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", margin_only=True)
-    with_teacher = train_arguments("de", tmp_path / "de", distilled)
-    assert with_teacher[with_teacher.index("--teacher-cache") + 1] == str(tmp_path / "cache")
-    without = train_arguments("de", tmp_path / "de", baseline)
-    assert "--teacher" not in without and "--teacher-cache" not in without
-    assert without[without.index("--lang") + 1] == "de"
+    assert training_arguments("de", tmp_path / "de", distilled).teacher_cache == str(tmp_path / "cache")
+    without = training_arguments("de", tmp_path / "de", baseline)
+    assert without.teacher is None and without.teacher_cache is None
+    assert without.lang == "de" and without.data == [str(tmp_path / "de" / "data")]
     assert "skipped" in _label("de", tmp_path / "de", baseline)
     assert not (tmp_path / "cache").exists()
 
 
-def test_an_e5_teacher_is_whitened_unless_train_args_say_otherwise(tmp_path):
-    from psp_hf.experiments.languages import Settings, train_arguments
-    from psp_hf.training.arguments import TrainingArguments, add_arguments
+def test_an_e5_teacher_is_whitened_unless_train_args_say_otherwise(tmp_path, pud_files):
+    from psp_hf.experiments.languages import Settings, training_arguments
 
-    def parsed(arguments):
-        import argparse
-
-        parser = argparse.ArgumentParser()
-        add_arguments(parser)
-        return parser.parse_args(arguments)  # as psp train reads them (the files need not exist here)
-
-    e5 = train_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path, teacher="e5-small"))
-    assert e5[e5.index("--teacher-transform") + 1] == "whiten"
-    minilm = train_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path))
-    assert "--teacher-transform" not in minilm
-    assert parsed(minilm).teacher_transform is None and TrainingArguments.teacher_transform == "none"  # unset
+    e5 = training_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path, teacher="e5-small"))
+    assert e5.teacher_transform == "whiten"
+    assert training_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path)).teacher_transform == "none"
     asked = Settings(out=tmp_path, data=tmp_path, teacher="e5-small", extra=("--teacher-transform", "center"))
-    assert parsed(train_arguments("tr", tmp_path / "tr", asked)).teacher_transform == "center"
+    assert training_arguments("tr", tmp_path / "tr", asked).teacher_transform == "center"
 
 
-def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path):
+def test_the_record_keeps_a_command_line_that_gives_the_same_settings(tmp_path, pud_files):
+    from psp_hf.experiments.languages import Settings, training_arguments
+    from psp_hf.training import TrainingArguments
+    from psp_hf.training.command_line import command_line, with_flags
+
+    settings = Settings(out=tmp_path, data=tmp_path, teacher="e5-small", extra=("--max-steps", "7", "--no-quiet"))
+    arguments = training_arguments("tr", tmp_path / "tr", settings, resume=True)
+    flags = command_line(arguments)
+    assert flags[flags.index("--max-steps") + 1] == "7" and "--resume" in flags and "--quiet" not in flags
+    assert with_flags(TrainingArguments(), flags) == arguments
+
+
+def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path, pud_files):
+    from psp_hf.cli.flags import Parser
     from psp_hf.cli.languages import add_arguments, run
     from psp_hf.errors import PSPInputError
-    from psp_hf.experiments.languages import Settings, train_arguments
+    from psp_hf.experiments.languages import Settings, training_arguments
+    from psp_hf.training import TrainingArguments
 
     english = tmp_path / "p-sp-en"
     settings = Settings(out=tmp_path, data=tmp_path, teacher_cache=tmp_path / "cache", init_rows_from=str(english))
-    arguments = train_arguments("fr", tmp_path / "fr", settings)
-    assert arguments[arguments.index("--init-rows-from") + 1] == str(english)
-    assert "--dim" not in arguments  # the width is the English model's
-    assert "--init-rows-from" not in train_arguments("fr", tmp_path / "fr", Settings(out=tmp_path, data=tmp_path))
-    # Arabic's English rows are pulled back toward the English model; --train-args comes last, so it can undo that.
-    assert "--init-l2" not in arguments
-    arabic = train_arguments("ar", tmp_path / "ar", settings)
-    assert arabic[arabic.index("--init-l2") + 1] == "1e-5"
-    assert "--init-l2" not in train_arguments("ar", tmp_path / "ar", Settings(out=tmp_path, data=tmp_path))
-    undone = train_arguments("ar", tmp_path / "ar", Settings(**{**vars(settings), "extra": ("--init-l2", "0")}))
-    assert undone[-2:] == ["--init-l2", "0"]
+    arguments = training_arguments("fr", tmp_path / "fr", settings)
+    assert arguments.init_rows_from == str(english)
+    assert arguments.dim == TrainingArguments().dim  # not set: the width is the English model's
+    assert training_arguments("fr", tmp_path / "fr", Settings(out=tmp_path, data=tmp_path)).init_rows_from is None
+    # Arabic's English rows are pulled back toward the English model; --train-args goes on top, so it can undo that.
+    assert arguments.init_l2 == 0.0
+    assert training_arguments("ar", tmp_path / "ar", settings).init_l2 == 1e-5
+    assert training_arguments("ar", tmp_path / "ar", Settings(out=tmp_path, data=tmp_path)).init_l2 == 0.0
+    undone = training_arguments("ar", tmp_path / "ar", Settings(**{**vars(settings), "extra": ("--init-l2", "0")}))
+    assert undone.init_l2 == 0.0
 
-    parser = argparse.ArgumentParser()
+    parser = Parser()
     add_arguments(parser)
     args = parser.parse_args(["--langs", "fr", "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
     args.init_rows_from = str(english)

@@ -230,3 +230,22 @@ def test_model2vec_helper_names_the_missing_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "model2vec.distill", None)  # as if the extra were not installed
     with pytest.raises(PSPInputError, match=r"model2vec\[distill\]"):
         make_model2vec(tmp_path / "m2v")
+
+
+def test_the_demo_trains_in_process_and_shows_the_command_line(tmp_path, monkeypatch, capsys):
+    from psp_hf.experiments import demo
+    from psp_hf.training import TrainingArguments, trainer
+    from psp_hf.training.command_line import with_flags
+
+    trained = []
+    monkeypatch.setattr(trainer, "train", trained.append)
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    demo._train("distil", {"teacher_cache": str(labels), "output_dir": "m", **demo.DEMO_DISTILL_SETTINGS})
+    demo._train("pairs", {"data": ["p.tsv"], "output_dir": "c", "tokenizer": "m", **demo.DEMO_PAIRS_SETTINGS})
+    assert [(a.teacher_cache, a.dim, a.epochs) for a in trained] == [(str(labels), 384, 10), (None, 384, 1)]
+    assert trained[1].max_steps == 300 and trained[1].data == ["p.tsv"]
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ psp train ")]
+    assert len(shown) == 2
+    # What the demo shows gives what it trains with.
+    assert with_flags(TrainingArguments(), shown[0].split()[3:]) == trained[0]

@@ -33,6 +33,18 @@ def _run(step: str, argv: list[str]) -> None:
     print(f"   ({time.perf_counter() - start:.1f} s)", flush=True)
 
 
+def _train(step: str, settings: dict) -> None:
+    """Train in this process (`psp_hf.training.train`), showing the `psp train` command line that does the same."""
+    from ..training import TrainingArguments, train
+    from ..training.command_line import command_line, with_flags
+
+    arguments = with_flags(TrainingArguments(**settings), ())
+    print(f"\n== {step}\n$ psp train {' '.join(command_line(arguments))}", flush=True)
+    start = time.perf_counter()
+    train(arguments)
+    print(f"   ({time.perf_counter() - start:.1f} s)", flush=True)
+
+
 def _fresh(model: Path) -> Path:
     if model.exists():
         # psp train refuses an output folder that holds a run (it would be a --resume); the demo starts afresh.
@@ -70,6 +82,19 @@ def labelled_sentences(environ: Mapping[str, str]) -> str:
 
 
 def main() -> int:
+    """Run the demo; a bad setting or input ends it with one `psp: error:` line, as the commands do."""
+    from ..errors import PSPInputError
+    from ..logs import show_on_stderr
+
+    show_on_stderr()  # the in-process training steps report as `psp train` does
+    try:
+        return _demo()
+    except PSPInputError as error:
+        print(f"psp: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _demo() -> int:
     data = data_dir()
     if not (data / "sts").is_dir():
         print(f"demo: the real data is missing at {data}; set PSP_DATA", file=sys.stderr)
@@ -92,15 +117,15 @@ def main() -> int:
         + ["--max-sentences", size],
     )
     distilled = _fresh(out / "p-sp-en-distilled")
-    _run(
+    _train(
         "distil the teacher into a 384-d table",
-        [*psp, "train", "--teacher-cache", str(labels), "-o", str(distilled), *DEMO_DISTILL_FLAGS],
+        {"teacher_cache": str(labels), "output_dir": str(distilled), **DEMO_DISTILL_SETTINGS},
     )
     captions = _fresh(out / "p-sp-en-flickr")
     pairs = data / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
-    _run(
+    _train(
         "train a P-SP model on the Flickr30k caption pairs (300 mini-batches of 128 pairs, same tokenizer and dim)",
-        [*psp, "train", "--data", str(pairs), "-o", str(captions), "--tokenizer", str(distilled)] + DEMO_PAIRS_FLAGS,
+        {"data": [str(pairs)], "output_dir": str(captions), "tokenizer": str(distilled), **DEMO_PAIRS_SETTINGS},
     )
     untrained = out / "p-sp-en-untrained"
     shutil.rmtree(untrained, ignore_errors=True)
@@ -135,25 +160,11 @@ def main() -> int:
 
 # Kept beside main() so the README can point at one place.
 DEMO_LABELLED_SENTENCES = 150_000
-DEMO_DISTILL_FLAGS = [
-    "--dim",
-    "384",
-    "--vocab-size",
-    "30000",
-    "--lr",
-    "0.01",
-    "--init-std",
-    "0.1",
-    "--distill-weight",
-    "1",
-    "--distill-batch-size",
-    "512",
-    "--epochs",
-    "10",
-    "--threads",
-    "2",
-]
-DEMO_PAIRS_FLAGS = ["--dim", "384", "--max-steps", "300", "--megabatch-size", "10", "--threads", "2"]
+DEMO_DISTILL_SETTINGS = {
+    "dim": 384, "vocab_size": 30000, "lr": 0.01, "init_std": 0.1, "distill_weight": 1.0, "distill_batch_size": 512,
+    "epochs": 10, "threads": 2,
+}  # fmt: skip
+DEMO_PAIRS_SETTINGS = {"dim": 384, "max_steps": 300, "megabatch_size": 10, "threads": 2}
 DEMO_EVAL_TASKS = ["sts12-16", "stsb", "sickr"]
 
 if __name__ == "__main__":

@@ -22,12 +22,12 @@ from its last checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..data.sources.apertium import APERTIUM_MODES
 from ..data.sources.registry_bitext import (
@@ -40,6 +40,9 @@ from ..data.sources.registry_bitext import (
 )
 from ..errors import PSPInputError
 from ..io import atomic_path
+
+if TYPE_CHECKING:
+    from ..training.arguments import TrainingArguments
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 # The bitext sources (data/sources/language_sources.py) are chosen by name with --sources; the default set per
@@ -178,41 +181,42 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
 # STS within 3 points of the English model (STS-B dev +1.1 to +1.2) for a bitext dev change of +0.2 / -0.3 on the
 # two data sizes measured. For es the same pull ties on the bitext dev and costs Tatoeba 2.5 points, and es's
 # English side needs no help, so it is not a default there.
-ENGLISH_ROWS_FLAGS = {"ar": ("--init-l2", "1e-5")}
+ENGLISH_ROWS_SETTINGS = {"ar": {"init_l2": 1e-5}}
 
 
-def train_arguments(code: str, folder: Path, settings: Settings) -> list[str]:
-    """The `psp train` flags of one language (the defaults measured for bitext, see results/languages.md)."""
-    arguments = [
-        "--data", str(folder / "data"), "--lang", code, "-o", str(folder / "model"),
-        "--init-std", "0.1", "--lr", "0.01",
-        "--epochs", str(settings.epochs), "--max-minutes", str(settings.minutes), "--quiet",
-    ]  # fmt: skip
+def training_arguments(code: str, folder: Path, settings: Settings, resume: bool = False) -> TrainingArguments:
+    """The training settings of one language (the defaults measured for bitext, see results/languages.md), with the
+    user's `--train-args` on top; validated."""
+    from ..training import TrainingArguments
+    from ..training.command_line import with_flags
+    from .languages_data import multilingual_training_values
+
+    values: dict = {
+        "data": [str(folder / "data")], "lang": code, "output_dir": str(folder / "model"),
+        "init_std": 0.1, "lr": 0.01, "epochs": settings.epochs, "max_minutes": settings.minutes, "quiet": True,
+        "resume": resume,
+    }  # fmt: skip
     if settings.init_rows_from:
-        arguments += ["--init-rows-from", str(settings.init_rows_from), *ENGLISH_ROWS_FLAGS.get(code, ())]
+        values["init_rows_from"] = str(settings.init_rows_from)
+        values.update(ENGLISH_ROWS_SETTINGS.get(code, {}))
     else:
-        arguments += ["--dim", str(settings.dim)]
+        values["dim"] = settings.dim
     if not settings.margin_only:
-        arguments += ["--teacher", settings.teacher, "--teacher-cache", str(settings.teacher_cache)]
+        values.update(teacher=settings.teacher, teacher_cache=str(settings.teacher_cache))
     if settings.threads:
-        arguments += ["--threads", str(settings.threads)]
-    from .languages_data import multilingual_train_arguments
-
-    return arguments + multilingual_train_arguments(code, folder, settings) + list(settings.extra)
+        values["threads"] = settings.threads
+    values.update(multilingual_training_values(code, folder, settings))
+    return with_flags(TrainingArguments(**values), settings.extra)
 
 
 def _train(code: str, folder: Path, settings: Settings) -> dict:
-    arguments = train_arguments(code, folder, settings)
-    if (folder / "model" / "training" / "checkpoint.json").is_file():
-        arguments.append("--resume")  # a killed run: continue from its last checkpoint
-    from ..training.arguments import add_arguments as add_train_arguments
-    from ..training.arguments import arguments_from_namespace
-    from ..training.trainer import Trainer
+    from ..training import Trainer
+    from ..training.command_line import command_line
 
-    # The same flags as `psp train`, parsed by the same parser, so that --train-args reads as it does there.
-    parser = argparse.ArgumentParser(prog="psp train")
-    add_train_arguments(parser)
-    trainer = Trainer(arguments_from_namespace(parser.parse_args(arguments)))
+    # A killed run continues from its last checkpoint.
+    resume = (folder / "model" / "training" / "checkpoint.json").is_file()
+    arguments = training_arguments(code, folder, settings, resume=resume)
+    trainer = Trainer(arguments)
     trainer.train()
     status = trainer.push_status
     if status:
@@ -220,7 +224,8 @@ def _train(code: str, folder: Path, settings: Settings) -> dict:
     from ..training.metrics_log import end_record
 
     end = end_record(folder / "model")
-    return {"arguments": arguments, "steps": end.get("step"), "train_seconds": end.get("train_seconds")}
+    # The record keeps the `psp train` command line that repeats the run by hand.
+    return {"arguments": command_line(arguments), "steps": end.get("step"), "train_seconds": end.get("train_seconds")}
 
 
 def _evaluate(code: str, folder: Path, settings: Settings) -> dict:

@@ -90,22 +90,21 @@ def mono_text(folder: Path) -> list[str]:
     return read_mono_sentences([path]) if path is not None else []
 
 
-def multilingual_train_arguments(code: str, folder: Path, settings) -> list[str]:
-    """The `psp train` flags for the dev set, the bitext targets and the monolingual text."""
-    arguments = []
+def multilingual_training_values(code: str, folder: Path, settings) -> dict:
+    """The training settings for the dev set, the bitext targets and the monolingual text."""
+    values: dict = {}
     if settings.dev == "pud":
-        arguments += ["--dev-bitext", str(DEV_SOURCE.path(settings.data, code))]
+        values["dev_bitext"] = str(DEV_SOURCE.path(settings.data, code))
     if settings.margin_only:
-        return arguments
-    arguments += ["--bitext-targets", settings.bitext_targets]
+        return values
+    values["bitext_targets"] = settings.bitext_targets
     transform = default_teacher_transform(settings.teacher)
-    if transform != "none":  # a --teacher-transform in --train-args comes later and wins
-        arguments += ["--teacher-transform", transform]
+    if transform != "none":  # a --teacher-transform in --train-args goes on top and wins
+        values["teacher_transform"] = transform
     mono = mono_path(folder)
     if mono is not None:
-        arguments += ["--mono-data", str(mono), "--mono-weight", str(settings.mono_weight)]
-        arguments += ["--mono-batch-size", str(settings.mono_batch_size)]
-    return arguments
+        values.update(mono_data=[str(mono)], mono_weight=settings.mono_weight, mono_batch_size=settings.mono_batch_size)
+    return values
 
 
 def sentences_to_label(code: str, folder: Path, settings) -> list[str]:

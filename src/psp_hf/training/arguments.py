@@ -424,9 +424,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action
     return add_field_arguments(parser, TrainingArguments)
 
 
-def arguments_from_namespace(namespace: argparse.Namespace) -> TrainingArguments:
-    """Merge flags, the `--config` file and defaults into validated `TrainingArguments`."""
-    values: dict[str, Any] = {}
+def arguments_from_namespace(namespace: argparse.Namespace, base: TrainingArguments | None = None) -> TrainingArguments:
+    """Merge flags, the `--config` file and defaults (or `base`'s values) into validated `TrainingArguments`."""
+    values: dict[str, Any] = {} if base is None else {name: getattr(base, name) for name in FIELDS}
     if getattr(namespace, "config", None):
         from .config_file import load_config_file
 

@@ -1,0 +1,42 @@
+"""`TrainingArguments` and `psp train` flags both ways, for the drivers that train (`psp languages`, `make demo`):
+the command line that gives a set of arguments (shown to the user and kept in the run's record, so that a run can
+be repeated by hand), and a driver's arguments with a user's extra flags on top."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+
+from .argument_checks import flag_name, value_type
+from .arguments import TrainingArguments, add_arguments, arguments_from_namespace
+
+
+def command_line(arguments: TrainingArguments) -> list[str]:
+    """The `psp train` flags that give `arguments`: one per field that differs from its default, in field order."""
+    import typing
+
+    hints = typing.get_type_hints(TrainingArguments)
+    flags: list[str] = []
+    for spec in dataclasses.fields(TrainingArguments):
+        value = getattr(arguments, spec.name)
+        default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+        if value == default:
+            continue
+        flag = (tuple(spec.metadata.get("aliases", ())) or (flag_name(spec.name),))[-1]
+        kind, _optional, is_list = value_type(hints[spec.name])
+        if kind is bool:
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif is_list:
+            flags += [flag, *map(str, value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def with_flags(arguments: TrainingArguments, flags: Sequence[str]) -> TrainingArguments:
+    """`arguments` with the `psp train` flags `flags` on top (a flag given wins), validated; a bad flag is the usage
+    error `psp train` gives."""
+    parser = argparse.ArgumentParser(prog="psp train")
+    add_arguments(parser)
+    return arguments_from_namespace(parser.parse_args(list(flags)), base=arguments)
