@@ -240,3 +240,16 @@ def test_boundary_rule_can_be_switched_off_like_the_original_code(folder):
     with torch.no_grad():
         forward = original.model(**tokenizer(["☃☃"], return_tensors="pt")).sentence_embedding.numpy()
     np.testing.assert_array_equal(forward[0], table[boundary])
+
+
+def test_numpy_pooling_refuses_ids_outside_the_table():
+    # The gather itself does not check each id (numpy's unchecked mode, for speed): the chunk is checked first.
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    offsets = np.arange(10, dtype=np.int64) * 2  # ten bags of two pieces
+    good = np.arange(20, dtype=np.int64) % 10
+    np.testing.assert_allclose(pool_bags(table, good, offsets), table[good].reshape(10, 2, 4).mean(axis=1))
+    for bad in (10, -1):
+        ids = good.copy()
+        ids[7] = bad
+        with pytest.raises(IndexError, match=r"piece ids must be in \[0, 10\)"):
+            pool_bags(table, ids, offsets)
