@@ -72,3 +72,13 @@ def test_a_failed_write_comes_out_at_the_next_write_or_at_the_end():
             out.write(2)
     with pytest.raises(OSError, match="No space left"), WriteBehind(write) as last:
         last.write(1)
+
+
+def test_read_ahead_stops_even_when_the_producer_has_run_out():
+    # The producer finished its items and waits for room to say so: closing must still end it (not leave it
+    # blocked on a full queue, which would also hold up the caller's exit path).
+    reader = read_ahead(iter([0, 1]), ahead=1)
+    assert next(reader) == 0
+    time.sleep(0.3)  # item 1 fills the queue; the end marker waits behind it
+    reader.close()
+    assert not any(thread.name == "psp-read-ahead" for thread in threading.enumerate())

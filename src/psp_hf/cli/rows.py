@@ -59,12 +59,13 @@ def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: 
 
     batch: list = []
     for first, lines in iter_line_blocks(path):
-        for offset, line in enumerate(lines) if any(type(line) is bytes for line in lines) else ():
-            if type(line) is bytes:
-                if not skip_bad_lines:
-                    decode_line(path, first + offset, line)  # raises, naming the line and the byte
-                skipped.add(first + offset)
-                lines[offset] = None
+        if any(type(line) is bytes for line in lines):  # lines that are not UTF-8
+            for offset, line in enumerate(lines):
+                if type(line) is bytes:
+                    if not skip_bad_lines:
+                        decode_line(path, first + offset, line)  # raises, naming the line and the byte
+                    skipped.add(first + offset)
+                    lines[offset] = None
         batch.extend(lines)
         while len(batch) >= batch_size:
             yield batch[:batch_size]
@@ -81,20 +82,24 @@ def read_ahead(items: Iterator, ahead: int = 2) -> Iterator:
     stop = threading.Event()
     done = object()
 
+    def offer(entry: tuple) -> bool:
+        """Queue `entry` once there is room; False (not queued) when the consumer stopped."""
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        slots.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer((item, None)):
                     return
-            slots.put((done, None))
+            offer((done, None))
         except BaseException as error:  # raised on the consuming side, in order
-            slots.put((done, error))
+            offer((done, error))
 
     thread = threading.Thread(target=produce, name="psp-read-ahead", daemon=True)
     thread.start()

@@ -92,11 +92,12 @@ class WordTokenizer:
         if normalizer is None or not self._mark:
             return None
         alone = normalizer.normalize_str(text)
-        # A mark of its own would make the pre-tokenizer's parts differ after a space; empty, the word would
-        # leave two spaces that the normalizer folds in a sentence but not here.
-        if not alone or self._mark in alone or normalizer.normalize_str(f"a {text} a") != f"a {alone} a":
+        # A mark of its own would make the pre-tokenizer's parts differ after a space; empty, the word would leave
+        # two spaces that the normalizer folds in a sentence but not here; spaces at its ends or side by side
+        # (a normalizer that does not strip or fold them) would be parts of their own in a sentence.
+        if not alone or self._mark in alone or alone != alone.strip(" ") or "  " in alone:
             return None
-        return alone.count(" ") + 1
+        return alone.count(" ") + 1 if normalizer.normalize_str(f"a {text} a") == f"a {alone} a" else None
 
     def _one_by_one(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """`(lengths, pieces)` of `words`, one encoding per word."""

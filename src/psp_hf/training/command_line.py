@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 from collections.abc import Sequence
 
 from .argument_checks import flag_name, value_type
@@ -14,8 +15,6 @@ from .arguments import TrainingArguments, add_arguments, arguments_from_namespac
 
 def command_line(arguments: TrainingArguments) -> list[str]:
     """The `psp train` flags that give `arguments`: one per field that differs from its default, in field order."""
-    import typing
-
     hints = typing.get_type_hints(TrainingArguments)
     flags: list[str] = []
     for spec in dataclasses.fields(TrainingArguments):
