@@ -61,7 +61,8 @@ def check_input(path: str | os.PathLike) -> None:
         raise PSPInputError(f"{path}: cannot read it (permission denied)")
 
 
-def _open_binary(path: str | os.PathLike) -> IO[bytes]:
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    """Open a file for reading bytes (gzip when it ends in .gz; `-` is stdin), after `check_input`."""
     check_input(path)
     if os.fspath(path) == STDIN:
         return contextlib.nullcontext(sys.stdin.buffer)  # stdin stays open for the caller
@@ -90,7 +91,7 @@ class TruncatedInputError(PSPInputError):
 
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """Yield `(line_number, bytes)` with the line ending removed; line numbers start at 1. `-` reads stdin."""
-    with _open_binary(path) as handle:
+    with open_binary(path) as handle:
         number = 0
         try:
             # Read at most MAX_LINE_BYTES + 1 bytes a line: one huge line (a 50 MB file without newlines) is refused
@@ -98,67 +99,15 @@ def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
             lines = iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b"")
             for number, raw in enumerate(lines, start=1):  # noqa: B007 - number names the line of an error
                 if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    raise PSPInputError(_too_long(path, number))
+                    raise PSPInputError(too_long_message(path, number))
                 yield number, raw.rstrip(b"\r\n")
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
             raise TruncatedInputError(f"{path}:{number + 1}: cannot read further: broken gzip data ({error})") from None
 
 
-# `iter_line_blocks` reads about this many bytes at a time.
-LINE_BLOCK_BYTES = 1 << 22
-
-
-def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTES) -> Iterator[tuple[int, list]]:
-    """`iter_raw_lines` a block of lines at a time, decoded: `(number of the first line, lines)`, where a line is
-    a `str`, or its `bytes` when it is not UTF-8 (for the caller to report or skip with `decode_line`).
-
-    A block is decoded and split by one call each, not line by line: reading 1M lines takes a tenth of the time.
-    Line numbers, line endings, the line-length bound and the errors are those of `iter_raw_lines`.
-    """
-    with _open_binary(path) as handle:
-        number, rest = 1, b""
-        try:
-            while True:
-                data = handle.read(block_bytes)
-                block = rest + data
-                end = block.rfind(b"\n") + 1 if data else len(block)
-                if not block:
-                    return
-                if not end:  # no newline yet: one long line so far
-                    if len(block) > MAX_LINE_BYTES:
-                        raise PSPInputError(_too_long(path, number))
-                    rest = block
-                    continue
-                rest = block[end:]
-                raw_lines = block[: end - 1 if block[end - 1 : end] == b"\n" else end].split(b"\n")
-                longest = max(map(len, raw_lines))
-                if longest > MAX_LINE_BYTES:
-                    raise PSPInputError(_too_long(path, number + [len(x) for x in raw_lines].index(longest)))
-                yield number, _decoded_lines(block[:end], raw_lines)
-                number += len(raw_lines)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-            raise TruncatedInputError(f"{path}:{number}: cannot read further: broken gzip data ({error})") from None
-
-
-def _too_long(path: str | os.PathLike, number: int) -> str:
+def too_long_message(path: str | os.PathLike, number: int) -> str:
+    """The error for line `number` of `path` when it is longer than `MAX_LINE_BYTES`."""
     return f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; psp reads one sentence (or one pair) a line"
-
-
-def _decoded_lines(block: bytes, raw_lines: list[bytes]) -> list:
-    """`raw_lines` (the lines of `block`) as text with their line endings removed; a line that is not UTF-8 stays
-    bytes."""
-    try:
-        text = block.decode("utf-8")
-    except UnicodeDecodeError:
-        lines: list = []
-        for raw in raw_lines:
-            try:
-                lines.append(raw.rstrip(b"\r").decode("utf-8"))
-            except UnicodeDecodeError:
-                lines.append(raw.rstrip(b"\r"))
-        return lines
-    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
-    return [line.rstrip("\r") for line in lines] if "\r" in text else lines
 
 
 @dataclass

@@ -7,9 +7,10 @@ import gzip
 import numpy as np
 import pytest
 
-from psp_hf import io
+from psp_hf import io, io_lines
 from psp_hf.errors import PSPInputError
-from psp_hf.io import iter_line_blocks, iter_raw_lines
+from psp_hf.io import iter_raw_lines
+from psp_hf.io_lines import iter_line_blocks
 
 
 def by_line(path) -> list:
@@ -68,6 +69,7 @@ def test_an_empty_file_has_no_lines(tmp_path):
 
 def test_a_line_past_the_bound_is_refused_with_its_number(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "MAX_LINE_BYTES", 10)
+    monkeypatch.setattr(io_lines, "MAX_LINE_BYTES", 10)
     path = tmp_path / "long.txt"
     path.write_bytes(b"short\nalso short\n" + b"x" * 11 + b"\nafter\n")
     for block_bytes in (3, 1 << 20):

@@ -292,9 +292,8 @@ def test_resumed_distillation_ends_at_the_same_step_and_weights(toy, tmp_path):
     Trainer(args(toy, reference, **common)).train()
     final = metrics(reference)[-1]["step"]
 
-    # Stop a run at a mega-batch boundary by a step limit (what a kill after a checkpoint leaves), then continue
-    # it without the limit: the resumed run must pick up the pair stream, the corpus stream, the projection and
-    # the optimizer states where the checkpoint left them. (tests/training/test_train.py kills a process for real.)
+    # Stop a run at a mega-batch boundary by a step limit (what a kill after a checkpoint leaves), then continue it:
+    # the pair and corpus streams, projection and optimizer states resume (tests/training/test_train.py: real kill).
     killed5 = tmp_path / "stopped"
     Trainer(args(toy, killed5, **common, max_steps=6)).train()
     saved = read_checkpoint_state(killed5 / "training")
