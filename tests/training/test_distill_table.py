@@ -8,12 +8,11 @@ import json
 import os
 import random
 import sys
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from fake_teachers import BagOfWordsTeacher
 
 from psp_hf.cli import main as psp
 from psp_hf.errors import PSPInputError
@@ -25,7 +24,6 @@ WORD_LIST = (
     "river snow water ball bike car guitar book red blue green big small old young happy"
 )
 WORDS = WORD_LIST.split()
-TEACHER_DIM = 12
 
 
 def distill_table():
@@ -37,17 +35,6 @@ def distill_table():
         sys.modules[name] = module  # dataclasses look their module up while the file runs
         spec.loader.exec_module(module)
     return sys.modules[name]
-
-
-class BagOfWordsTeacher:
-    """A deterministic 'teacher': the normalised sum of one fixed random vector per word."""
-
-    def encode(self, sentences, **kwargs) -> np.ndarray:
-        def word(w: str) -> np.ndarray:
-            return np.random.default_rng(zlib.crc32(w.encode())).standard_normal(TEACHER_DIM)
-
-        out = np.stack([sum(word(w) for w in s.split()) + 1e-3 for s in sentences])
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 @pytest.fixture(scope="module")

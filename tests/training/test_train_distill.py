@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from fake_teachers import TEACHER_DIM, BagOfWordsTeacher
 from safetensors.torch import load_file
 
 from psp_hf.errors import PSPInputError
@@ -25,18 +25,6 @@ WORD_LIST = (
     "river snow water ball bike car guitar book red blue green big small old young happy"
 )
 WORDS = WORD_LIST.split()
-TEACHER_DIM = 12
-
-
-class BagOfWordsTeacher:
-    """A deterministic 'teacher': the normalised sum of one fixed random vector per word."""
-
-    def encode(self, sentences, **kwargs) -> np.ndarray:
-        def word(w: str) -> np.ndarray:
-            return np.random.default_rng(zlib.crc32(w.encode())).standard_normal(TEACHER_DIM)
-
-        out = np.stack([sum(word(w) for w in s.split()) + 1e-3 for s in sentences])
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 def make_sentences(n: int, seed: int = 0) -> list[str]:
