@@ -7,6 +7,9 @@ STS-B and SICK-R in one table, then embed and score real sentences with the dist
 ./demo_out (override with PSP_DEMO_OUT). The corpus and its labels are kept and reused by a rerun (labelling resumes
 where a killed run stopped); the models are retrained. `PSP_DEMO_SENTENCES` sets how many corpus sentences are
 labelled (`PSP_DEMO_POOL`, its name before the corpus was renamed, still works).
+
+Each step prints the `psp` command that does it. The two training steps run in this process
+(`TrainingArguments` and `train()`); the others run those commands, so the demo is also a walk-through of the CLI.
 """
 
 from __future__ import annotations
