@@ -209,3 +209,24 @@ def test_a_split_word_keeps_all_its_pieces():
     bounds, pieces = WordTokenizer(backend).tokenize([word.encode(), b"man", word.encode() + b"x"])
     for k, text in enumerate([word, "man", word + "x"]):
         assert pieces[bounds[k] : bounds[k + 1]].tolist() == backend.encode(text, add_special_tokens=False).ids
+
+
+def test_a_word_too_long_to_hash_sends_its_sentence_to_the_tokenizer(backend):
+    from psp_hf.inference.sentence_bytes import MAX_WORD_BYTES, split_plain
+
+    long_word = "ab" * MAX_WORD_BYTES  # text without spaces: a whole page as one word
+    plain, raw = split_plain(["a man", long_word, "a dog " + long_word + " runs", "fine"])
+    assert plain.tolist() == [True, False, False, True]
+    assert raw.tobytes() == b"a man\nfine"
+    plain, _ = split_plain(["new\nline", long_word, "ok"])  # the sentence-by-sentence path keeps the same rule
+    assert plain.tolist() == [False, False, True]
+    assert WordPieceCache(backend).encode(["a man", long_word]) is None
+
+
+def test_the_bytes_bound_keeps_long_words_from_filling_memory(backend):
+    cache = WordPieceCache(backend, max_bytes=200)
+    check(cache, backend, ["a man plays", "a dog runs"])  # fits: stored
+    for seed in range(4):
+        check(cache, backend, random_sentences(60, seed))  # a batch's new words do not fit: exact all the same
+    snapshot = cache._snapshot
+    assert 0 < int(snapshot.byte_bounds[snapshot.n_words]) <= 200

@@ -18,17 +18,16 @@ in any sizeable text) and tokenizes the words it lacks batch by batch, without s
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .sentence_bytes import NEWLINE, plain_sentences, split_plain
 from .word_tokenizer import REFUSED, WordTokenizer
 
-_NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+__all__ = ["WordPieceCache", "concatenated_ranges", "merge_groups", "plain_sentences", "split_plain"]
 
 
 def _splitmix64(keys: np.ndarray) -> np.ndarray:
@@ -71,45 +70,9 @@ class _Words:
     sentence_bounds: np.ndarray  # words of sentence i: sentence_bounds[i]:sentence_bounds[i + 1]
 
 
-def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
-    """The sentences the cache can encode (no control character) as one UTF-8 byte array, joined by newlines, and
-    which sentences they are: a boolean mask, or None when all are."""
-    text = "\n".join(sentences)
-    n = len(sentences)
-    if n == 0:
-        return None, np.zeros(0, dtype=np.uint8)
-    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    control = (raw < 32) | (raw == 127)
-    newlines = np.flatnonzero(raw == _NEWLINE)
-    if len(newlines) == n - 1 and np.count_nonzero(control) == n - 1:
-        return None, raw
-    if len(newlines) != n - 1:  # a sentence has a newline of its own: ask each sentence
-        plain = np.fromiter((_CONTROL.search(s) is None for s in sentences), dtype=bool, count=n)
-        kept = "\n".join(s for s, ok in zip(sentences, plain.tolist(), strict=True) if ok)
-        return plain, np.frombuffer(kept.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    plain = np.ones(n, dtype=bool)
-    bad = np.flatnonzero(control & (raw != _NEWLINE))
-    plain[np.searchsorted(newlines, bad)] = False
-    # Keep the bytes of each plain sentence with the newline that ends it (a newline belongs to the sentence
-    # before it); the last plain sentence then has one newline too many unless it is the last sentence.
-    is_newline = (raw == _NEWLINE).astype(np.int64)  # a running sum that casts as it goes holds the GIL
-    sentence_of_byte = np.cumsum(is_newline)
-    sentence_of_byte -= is_newline
-    kept = raw[plain[sentence_of_byte]]
-    if plain.any() and not plain[-1]:
-        kept = kept[:-1]
-    return plain, kept
-
-
-def plain_sentences(sentences: Sequence[str]) -> np.ndarray:
-    """Which sentences have no control character (the ones the cache can try to encode)."""
-    plain, _ = split_plain(sentences)
-    return np.ones(len(sentences), dtype=bool) if plain is None else plain
-
-
 def _split_words(raw: np.ndarray, n: int) -> _Words:
     """Words of `n` sentences without control characters, `raw` their UTF-8 bytes joined by newlines."""
-    newlines = np.flatnonzero(raw == _NEWLINE)
+    newlines = np.flatnonzero(raw == NEWLINE)
     upper = (raw >= 65) & (raw <= 90)
     low = raw | (upper.view(np.uint8) << np.uint8(5))
     padded = np.zeros(len(raw) + 2, dtype=np.int8)  # not np.diff(prepend=...): its concatenation holds the GIL
@@ -261,9 +224,12 @@ class WordPieceCache:
     only to add words (threads read an immutable snapshot). At most `max_words` words are stored; later new words
     are tokenized for the batch that holds them."""
 
-    def __init__(self, backend, max_words: int = 500_000):
+    def __init__(self, backend, max_words: int = 500_000, max_bytes: int = 16 << 20):
         self._words = WordTokenizer(backend)
         self._max_words = max_words
+        # Words without spaces between them (Chinese: a whole sentence) are long and rarely repeat: the bytes bound
+        # keeps such text from filling memory before `max_words` is reached.
+        self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._snapshot = _Snapshot.empty()
 
@@ -353,7 +319,9 @@ class WordPieceCache:
             if not len(missing):
                 return snapshot, ids, None
             new_words = self._distinct(words, missing)
-            if snapshot.n_words + len(new_words) <= self._max_words:
+            new_bytes = sum(map(len, new_words))
+            stored_bytes = int(snapshot.byte_bounds[snapshot.n_words])
+            if snapshot.n_words + len(new_words) <= self._max_words and stored_bytes + new_bytes <= self._max_bytes:
                 snapshot = self._append(snapshot, new_words)
                 self._snapshot = snapshot
                 ids[missing] = _verified_ids(snapshot, words, missing)
