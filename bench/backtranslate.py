@@ -68,8 +68,8 @@ def main() -> None:
         folder = Path(tmp)
         model, lm = args.model, args.lm
         if model is None or lm is None:
-            sys.path.insert(0, str(REPO / "tests" / "backtranslation"))
-            from test_backtranslation import build_models
+            sys.path.insert(0, str(REPO / "tests"))
+            from toy_translation import build_models
 
             built = build_models(folder / "models")
             model, lm = model or str(built / "mt"), lm or str(built / "lm")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from toy_bitext import make_bitext
 
 from psp_hf.data.sources.language_sources import (
     BITEXT_SOURCES,
@@ -21,9 +21,6 @@ from psp_hf.data.sources.language_sources import (
     stage_bitext,
 )
 from psp_hf.errors import PSPInputError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
-from test_bitext_distill import make_bitext  # noqa: E402 - a test module of tests/training/
 
 DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")).resolve()
 PUD_PAIR = ("der hund schläft im park", "the dog sleeps in the park")
@@ -145,7 +142,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 
 
 def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
-    from test_multilingual_distill import MultilingualWordTeacher
+    from toy_bitext import MultilingualWordTeacher
 
     from psp_hf.experiments.languages import Settings, _label, _prepare, _train, training_arguments
     from psp_hf.experiments.languages_data import card_training_text, mono_selection

@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
-from test_bitext_distill import WordTeacher, make_bitext  # noqa: E402 - a test module of tests/training/
+from toy_bitext import WordTeacher, make_bitext
 
 DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")).resolve()
 CLI = "import sys; from psp_hf.cli import main; sys.exit(main(sys.argv[1:]))"

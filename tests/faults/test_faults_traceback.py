@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -198,13 +197,12 @@ def test_a_run_stopped_before_its_first_chunk_does_not_refuse_the_corrected_comm
 
 
 # ------------------------------------------------------------------------------------------ backtranslate's lengths
-# The tiny translation models of tests/backtranslation/test_backtranslation.py, imported lazily below.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "backtranslation"))
+# The tiny translation models of tests/toy_translation.py, imported lazily below.
 
 
 @pytest.fixture(scope="module")
 def translation_models(tmp_path_factory) -> Path:
-    from test_backtranslation import build_models
+    from toy_translation import build_models
 
     return build_models(tmp_path_factory.mktemp("bt-models"))  # positions: 64
 
@@ -216,7 +214,7 @@ def _backtranslate(bitext: Path, models: Path, out: Path, *extra: str) -> tuple[
 
 
 def test_backtranslate_refuses_more_new_tokens_than_the_model_has_positions(tmp_path, translation_models):
-    from test_backtranslation import make_bitext
+    from toy_translation import make_bitext
 
     bitext = tmp_path / "cs-en.tsv"
     make_bitext(bitext, 4)
@@ -225,7 +223,7 @@ def test_backtranslate_refuses_more_new_tokens_than_the_model_has_positions(tmp_
 
 
 def test_backtranslate_cuts_sources_longer_than_the_model_reads(tmp_path, translation_models):
-    from test_backtranslation import SOURCE_WORDS
+    from toy_translation import SOURCE_WORDS
 
     bitext = tmp_path / "cs-en.tsv"
     long_source = " ".join(SOURCE_WORDS * 40)  # far past the model's 64 positions

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_bitext_distill import WordTeacher, make_bitext  # noqa: E402 - a sibling test module, not a package
+from toy_bitext import WordTeacher, make_bitext
 
 
 @pytest.fixture(scope="module")

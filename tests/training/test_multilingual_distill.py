@@ -5,12 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from toy_bitext import EXTRA, WORDS, MultilingualWordTeacher, WordTeacher, make_bitext, translate
 
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
@@ -25,30 +25,7 @@ from psp_hf.training.multilingual import (
     teacher_is_multilingual,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_bitext_distill import WORDS, WordTeacher, make_bitext, translate  # noqa: E402 - a sibling test module
-
 NAME = "fake-multilingual"
-
-
-class MultilingualWordTeacher(WordTeacher):
-    """A 'multilingual' teacher of the toy language: a foreign word (English backwards + 'o') gets its English
-    word's vector, so a sentence and its translation get the same embedding."""
-
-    def __init__(self):
-        super().__init__()
-        self.labelled: list[str] = []
-
-    def encode(self, sentences, **kwargs) -> np.ndarray:
-        self.labelled += list(sentences)
-
-        def english(word: str) -> str:
-            return word[:-1][::-1] if word.endswith("o") and word[:-1][::-1] in WORDS + EXTRA else word
-
-        return super().encode([" ".join(english(w) for w in s.split()) for s in sentences])
-
-
-EXTRA = ["tree", "car", "house", "rain"]  # words only the monolingual text has
 
 
 def _unit(*values: float) -> torch.Tensor:
