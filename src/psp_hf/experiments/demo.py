@@ -41,7 +41,7 @@ def _train(step: str, settings: dict) -> None:
     from ..training import TrainingArguments, train
     from ..training.command_line import command_line, with_flags
 
-    arguments = with_flags(TrainingArguments(**settings), ())
+    arguments = with_flags(TrainingArguments(**settings), ())  # no flags on top: checked as psp train checks
     print(f"\n== {step}\n$ psp train {' '.join(command_line(arguments))}", flush=True)
     start = time.perf_counter()
     train(arguments)

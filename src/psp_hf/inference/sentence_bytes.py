@@ -25,7 +25,7 @@ def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     control = (raw < 32) | (raw == 127)
     newlines = np.flatnonzero(raw == NEWLINE)
-    long_words = _long_word_starts(raw)
+    long_words = _long_word_starts(raw, newlines)
     if len(newlines) == n - 1 and np.count_nonzero(control) == n - 1 and not len(long_words):
         return None, raw
     if len(newlines) != n - 1:  # a sentence has a newline of its own: ask each sentence
@@ -46,9 +46,10 @@ def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray
     return plain, kept
 
 
-def _long_word_starts(raw: np.ndarray) -> np.ndarray:
-    """Where the words longer than `MAX_WORD_BYTES` start in `raw`."""
-    if len(raw) <= MAX_WORD_BYTES:
+def _long_word_starts(raw: np.ndarray, newlines: np.ndarray) -> np.ndarray:
+    """Where the words longer than `MAX_WORD_BYTES` start in `raw` (`newlines`: where its newlines are)."""
+    # No line is that long in the usual batch: answered from the newlines alone, without another pass over `raw`.
+    if len(raw) <= MAX_WORD_BYTES or np.diff(newlines, prepend=-1, append=len(raw)).max() <= MAX_WORD_BYTES + 1:
         return np.zeros(0, dtype=np.int64)
     edges = np.concatenate(([-1], np.flatnonzero(raw <= 32), [len(raw)]))
     return edges[:-1][np.diff(edges) - 1 > MAX_WORD_BYTES] + 1

@@ -32,6 +32,7 @@ class WordTokenizer:
 
     def __init__(self, backend):
         self._backend = backend
+        self._normalizer = backend.normalizer
         self._mark = getattr(backend.pre_tokenizer, "replacement", None)
         self._starts_word: np.ndarray | None = None  # built on first use (see _word_starts)
 
@@ -88,7 +89,7 @@ class WordTokenizer:
             text = word.decode("utf-8")
         except UnicodeDecodeError:  # a lone surrogate: the tokenizer decides what to do with its sentence
             return None
-        normalizer = self._backend.normalizer
+        normalizer = self._normalizer
         if normalizer is None or not self._mark:
             return None
         alone = normalizer.normalize_str(text)

@@ -156,6 +156,17 @@ def check_rules(arguments: Any) -> None:
             raise PSPInputError(f"{flag} {problem}, got {value}")
 
 
+def shown_flags(spec: dataclasses.Field) -> tuple[str, ...]:
+    """The spellings `psp train --help` shows for field `spec`: its `aliases`, else `--name-with-dashes`; the long one
+    last."""
+    return tuple(spec.metadata.get("aliases", ())) or (flag_name(spec.name),)
+
+
+def field_default(spec: dataclasses.Field) -> Any:
+    """Field `spec`'s default value."""
+    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+
+
 def rule_flag(spec: dataclasses.Field) -> str:
     """The flag that names field `spec` in messages: its first long alias, else `--name-with-dashes`."""
     longs = [alias for alias in spec.metadata.get("aliases", ()) if alias.startswith("--")]
@@ -199,9 +210,9 @@ def _spellings(shown: tuple[str, ...], candidates: tuple[str, ...]) -> tuple[str
 def _add_field(parser: argparse.ArgumentParser, spec: dataclasses.Field, hint: Any) -> list:
     rules = spec.metadata
     kind, _optional, is_list = value_type(hint)
-    shown = tuple(rules.get("aliases", ())) or (flag_name(spec.name),)
+    shown = shown_flags(spec)
     hidden = _spellings(shown, (flag_name(spec.name), "--" + spec.name, *rules.get("old", ())))
-    default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+    default = field_default(spec)
     help_text = rules["help"]
     if default not in (None, "", []) and not rules.get("switch"):
         help_text = f"{help_text} (default: {default!r})"

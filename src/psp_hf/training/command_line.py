@@ -9,7 +9,7 @@ import dataclasses
 import typing
 from collections.abc import Sequence
 
-from .argument_checks import flag_name, value_type
+from .argument_checks import field_default, shown_flags, value_type
 from .arguments import TrainingArguments, add_arguments, arguments_from_namespace
 
 
@@ -19,10 +19,9 @@ def command_line(arguments: TrainingArguments) -> list[str]:
     flags: list[str] = []
     for spec in dataclasses.fields(TrainingArguments):
         value = getattr(arguments, spec.name)
-        default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
-        if value == default:
+        if value == field_default(spec):
             continue
-        flag = (tuple(spec.metadata.get("aliases", ())) or (flag_name(spec.name),))[-1]
+        flag = shown_flags(spec)[-1]
         kind, _optional, is_list = value_type(hints[spec.name])
         if kind is bool:
             flags.append(flag if value else "--no-" + flag[2:])
