@@ -90,6 +90,7 @@ def train(name: str, cache: Path, args, out: Path) -> Path:
     command += ["--tokenizer", args.tokenizer, "--teacher-cache", str(cache), "--threads", str(args.threads)]
     command += ["--seed", str(args.seed), "--data-dir", args.data_dir]
     command += [*DEMO_RECIPE] if args.recipe == "demo" else ["--data", args.pairs, *RECIPE]
+    command += args.train_extra.split()
     started = time.perf_counter()
     log = out / f"train-{name}.log"
     with open(log, "w", encoding="utf-8") as handle:
@@ -174,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-sentences", type=int, default=None, help="label and distil the corpus's first N only")
     parser.add_argument("--label-jobs", type=int, default=1, help="teachers labelling at a time")
     parser.add_argument("--jobs", type=int, default=1, help="students trained at a time")
+    parser.add_argument(
+        "--train-extra", default="", help='more psp train flags for every student (e.g. "--resume --max-minutes 30")'
+    )
+    parser.add_argument(
+        "--students", default=None, help="comma-separated rows to train (default: every teacher and combination)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads per student (and CPU labelling)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", default=None, help="where the table and each row's JSON go (default --out)")
@@ -224,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         # Written as each student finishes, so a run stopped early still reports the finished ones.
         (report / f"row-{name}.json").write_text(json.dumps(rows[name], indent=2) + "\n", encoding="utf-8")
 
+    chosen = list(rows) if args.students is None else args.students.split(",")
+    unknown = [name for name in chosen if name not in rows]
+    if unknown:
+        raise SystemExit(f"--students: no row named {', '.join(unknown)} (rows: {', '.join(rows)})")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(student, rows))
+        list(pool.map(student, chosen))
     if args.teacher_scores:
         for name, path in teachers.items():
             rows[name]["teacher_scores"] = scores(path, args.data_dir, device=args.device)
