@@ -424,6 +424,26 @@ def test_teacher_transform_distils_toward_vectors_without_their_shared_direction
     assert json.loads((out / "training" / "args.json").read_text())["teacher_transform"] == transform
 
 
+def test_teacher_whiten_shrink_reaches_the_corpus_vectors(toy, tmp_path):
+    # --teacher-whiten-shrink is the S of whiten_rows: the run distils toward exactly whiten_rows(rows, S), and a
+    # different S gives different targets (S = 0 evens every direction out, S = 1 keeps the large ones larger).
+    from psp_hf.teachers.combine import whiten_rows
+
+    sentences, raw = TeacherCache(toy["cache"]).load()
+    targets = {}
+    for shrink in (0.0, 1.0):
+        out = tmp_path / f"s{shrink}"
+        settings = dict(max_steps=1, teacher_transform="whiten", teacher_whiten_shrink=shrink)
+        trainer = Trainer(args(toy, out, teacher_cache=str(toy["cache"]), **settings))
+        trainer.train()
+        order = [sentences.index(sentence) for sentence in trainer.corpus.sentences]
+        expected = whiten_rows(raw.astype(np.float32), shrink)[order]
+        np.testing.assert_allclose(trainer.corpus.vectors.astype(np.float32), expected, atol=2e-3)
+        assert json.loads((out / "training" / "args.json").read_text())["teacher_whiten_shrink"] == shrink
+        targets[shrink] = expected
+    assert np.abs(targets[0.0] - targets[1.0]).max() > 0.05
+
+
 def test_bitext_teacher_transform_keeps_every_sentence_and_unit_norm():
     from psp_hf.training.bitext_teacher import BitextTeacher
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import PSPInputError
+from ..teachers.combine import WHITEN_SHRINK
 from .data import BAD_LINE, pair_key
 
 DEV_BUCKET = 20  # one pair in 20 is a dev candidate
@@ -131,12 +132,12 @@ class BitextTeacher:
     def __len__(self) -> int:
         return len(self.index)
 
-    def transform(self, kind: str) -> None:
+    def transform(self, kind: str, shrink: float = WHITEN_SHRINK) -> None:
         """Distil toward the vectors centred or whitened over the run's sentences (`--teacher-transform`)."""
         from ..teachers.combine import transform_rows
 
         if len(self.vectors):
-            self.vectors = transform_rows(self.vectors, kind)
+            self.vectors = transform_rows(self.vectors, kind, shrink)
 
     @classmethod
     def prepare(

@@ -28,6 +28,7 @@ import torch
 
 from ..data.distill_corpus import evaluation_matches
 from ..errors import PSPInputError
+from ..teachers.combine import WHITEN_SHRINK
 from ..teachers.labels import CORPUS_REPORT
 
 
@@ -158,11 +159,11 @@ class TeacherCorpus:
     def __len__(self) -> int:
         return len(self.sentences)
 
-    def transform(self, kind: str) -> None:
+    def transform(self, kind: str, shrink: float = WHITEN_SHRINK) -> None:
         """Distil toward the vectors centred or whitened over the corpus (`--teacher-transform`)."""
         from ..teachers.combine import transform_rows
 
-        self.vectors = transform_rows(self.vectors, kind)
+        self.vectors = transform_rows(self.vectors, kind, shrink)
 
     # ------------------------------------------------------------------------------------------ batches
     def tokenize(self, encoder) -> None:

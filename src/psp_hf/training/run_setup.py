@@ -147,7 +147,7 @@ class RunSetup:
                 weights=parse_corpus_weights(args.corpus_weights),
             )
             if args.teacher_transform != "none":
-                self.corpus.transform(args.teacher_transform)
+                self.corpus.transform(args.teacher_transform, args.teacher_whiten_shrink)
         weight = args.mono_weight if self.mono_sentences else args.distill_weight
         self.distilling = self.corpus is not None and weight > 0
         self.teacher_threshold = args.teacher_negative_threshold if not self.distill_only else None
@@ -212,7 +212,7 @@ class RunSetup:
                 self.say,
             )
             if args.teacher_transform != "none":
-                self.bitext_teacher.transform(args.teacher_transform)
+                self.bitext_teacher.transform(args.teacher_transform, args.teacher_whiten_shrink)
             self.bitext_teacher.counts = {
                 "english": len(scan.english),
                 "other_language": len(scan.foreign),
