@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -229,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         rows[name].update(model=str(folder), dev=dev, train_seconds=seconds, **scores(folder, args.data_dir))
         print(f"[{name}] student: {json.dumps({k: rows[name][k] for k in ('dev', 'sts12-16', 'stsb_test')})}")
         # Written as each student finishes, so a run stopped early still reports the finished ones.
-        (report / f"row-{name}.json").write_text(json.dumps(rows[name], indent=2) + "\n", encoding="utf-8")
+        # Letters, digits, '.', '_' and '-' only in the file name: the device tool returns no other names.
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
+        (report / f"row-{safe}.json").write_text(json.dumps(rows[name], indent=2) + "\n", encoding="utf-8")
 
     chosen = list(rows) if args.students is None else args.students.split(",")
     unknown = [name for name in chosen if name not in rows]
