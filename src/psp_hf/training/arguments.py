@@ -262,9 +262,9 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
     teacher_whiten_shrink: float = field(
         default=WHITEN_SHRINK,
         metadata=setting(
-            "whiten's shrinkage S: each principal direction is scaled by 1/sqrt(variance + S x the mean variance), so "
-            "directions with next to no variance stay small. On STS-B dev S = 1 was ahead of 0.1 for both English "
-            "teachers (results/teachers-english.md)",
+            "with --teacher-transform whiten, the shrinkage S: each principal direction is scaled by "
+            "1/sqrt(variance + S x the mean variance), so directions with next to no variance stay small. On STS-B "
+            "dev S = 1 was ahead of 0.1 for both English teachers (results/teachers-english.md)",
             min=0,
             fixed_on_resume=True,
         ),

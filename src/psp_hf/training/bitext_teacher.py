@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK
+from ..teachers.combine import WHITEN_SHRINK, transform_rows
 from .data import BAD_LINE, pair_key
 
 DEV_BUCKET = 20  # one pair in 20 is a dev candidate
@@ -134,8 +134,6 @@ class BitextTeacher:
 
     def transform(self, kind: str, shrink: float = WHITEN_SHRINK) -> None:
         """Distil toward the vectors centred or whitened over the run's sentences (`--teacher-transform`)."""
-        from ..teachers.combine import transform_rows
-
         if len(self.vectors):
             self.vectors = transform_rows(self.vectors, kind, shrink)
 

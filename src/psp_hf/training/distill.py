@@ -28,7 +28,7 @@ import torch
 
 from ..data.distill_corpus import evaluation_matches
 from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK
+from ..teachers.combine import WHITEN_SHRINK, transform_rows
 from ..teachers.labels import CORPUS_REPORT
 
 
@@ -161,8 +161,6 @@ class TeacherCorpus:
 
     def transform(self, kind: str, shrink: float = WHITEN_SHRINK) -> None:
         """Distil toward the vectors centred or whitened over the corpus (`--teacher-transform`)."""
-        from ..teachers.combine import transform_rows
-
         self.vectors = transform_rows(self.vectors, kind, shrink)
 
     # ------------------------------------------------------------------------------------------ batches
