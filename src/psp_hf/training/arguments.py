@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK
 from .argument_checks import add_field_arguments, check_rules, check_types, fields_with, setting, value_type
 from .encoder_options import EncoderArguments
 from .multilingual import MultilingualArguments
+from .teacher_arguments import TeacherArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
@@ -33,7 +33,7 @@ PIECE_WEIGHT_CHOICES = ("none", "sif")
 
 
 @dataclass
-class TrainingArguments(MultilingualArguments, EncoderArguments):
+class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArguments):
     """Settings of one training run (see `psp train --help` for each one)."""
 
     # ---- data
@@ -199,92 +199,6 @@ class TrainingArguments(MultilingualArguments, EncoderArguments):
     )
     matryoshka_weights: str | None = field(
         default=None, metadata=setting("weights of the --matryoshka-dims losses, in the same order (default: all 1)")
-    )
-    # ---- teacher
-    teacher_cache: str | None = field(
-        default=None,
-        metadata=setting(
-            "folder of teacher embeddings made by `psp prepare label`: its sentences "
-            "form a second stream of (sentence, teacher vector) batches for the distillation loss",
-            fixed_on_resume=True,
-        ),
-    )
-    distill_weight: float = field(
-        default=0.0,
-        metadata=setting(
-            "weight of the distillation loss mean(1 - cos(W student(s), teacher(s))); W is a learned "
-            "linear map (no bias) when --dim differs from the teacher's dim. It only shapes training: "
-            "the saved model is the plain student table, without W (0: no distillation)",
-            min=0,
-        ),
-    )
-    margin_weight: float = field(
-        default=1.0,
-        metadata=setting(
-            "weight of the margin loss on the pairs (0 with --teacher-cache: distillation only, "
-            "over the distillation corpus; without --data the margin loss is off)",
-            min=0,
-        ),
-    )
-    distill_batch_size: int = field(
-        default=1024, metadata=setting("corpus sentences per distillation batch", min=1, fixed_on_resume=True)
-    )
-    corpus_weights: str | None = field(
-        default=None,
-        metadata=setting(
-            "how often each source of the distillation corpus is drawn in a pass, e.g. "
-            "'wikipedia-2015=0.5,wordnet-glosses=2' (sources as the corpus's report.json names them; others keep 1)",
-            fixed_on_resume=True,
-            old=("--pool-weights", "--pool_weights"),
-        ),
-    )
-    teacher_negative_threshold: float | None = field(
-        default=None,
-        metadata=setting(
-            "the miner skips a negative whose teacher cosine with the anchor is at least this (a true "
-            "paraphrase); needs --teacher-cache; sentences the cache lacks are not filtered",
-            min=-1,
-            max=1,
-            pairs_only=True,
-        ),
-    )
-    teacher_transform: str = field(
-        default="none",
-        metadata=setting(
-            "what the teacher vectors the run reads (the corpus, or bitext and monolingual text) go through before "
-            "distilling: none; center (less their mean); whiten (centred, every principal direction scaled to "
-            "equal variance). For teachers whose vectors share one large direction (multilingual-e5: unrelated "
-            "sentences at cosine 0.75), which the cosine loss would otherwise spend itself on",
-            choices=("none", "center", "whiten"),
-            fixed_on_resume=True,
-        ),
-    )
-    teacher_whiten_shrink: float = field(
-        default=WHITEN_SHRINK,
-        metadata=setting(
-            "with --teacher-transform whiten, the shrinkage S: each principal direction is scaled by "
-            "1/sqrt(variance + S x the mean variance), so directions with next to no variance stay small. On STS-B "
-            "dev S = 1 was ahead of 0.1 for both English teachers (results/teachers-english.md)",
-            min=0,
-            fixed_on_resume=True,
-        ),
-    )
-    teacher: str | None = field(
-        default=None,
-        metadata=setting(
-            "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
-            "all-MiniLM-L6-v2; or e5-small, use-multilingual, e5-small+use-multilingual: docs/teachers.md) "
-            "labels the sentences into --teacher-cache (default OUTPUT_DIR/training/teacher-labels; labelled once, "
-            "resumable); both sides of a pair learn its vectors as --bitext-targets says (an English-only teacher: "
-            "teacher(English side)); implies --distill-weight 1 unless given",
-            fixed_on_resume=True,
-        ),
-    )
-    init_rows_from: str | None = field(
-        default=None,
-        metadata=setting(
-            "copy the rows of pieces this psp model's vocabulary shares (e.g. the English model)", fixed_on_resume=True
-        ),
     )
     dev_pairs: int = field(
         default=1000,
