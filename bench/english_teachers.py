@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -91,7 +92,7 @@ def train(name: str, cache: Path, args, out: Path) -> Path:
     command += ["--tokenizer", args.tokenizer, "--teacher-cache", str(cache), "--threads", str(args.threads)]
     command += ["--seed", str(args.seed), "--data-dir", args.data_dir]
     command += [*DEMO_RECIPE] if args.recipe == "demo" else ["--data", args.pairs, *RECIPE]
-    command += args.train_extra.split()
+    command += shlex.split(args.train_extra)  # as a shell would split it: a quoted value keeps its spaces
     started = time.perf_counter()
     log = out / f"train-{name}.log"
     with open(log, "w", encoding="utf-8") as handle:

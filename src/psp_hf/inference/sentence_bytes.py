@@ -62,6 +62,6 @@ def _cacheable(sentence: str) -> bool:
 
 
 def plain_sentences(sentences: Sequence[str]) -> np.ndarray:
-    """Which sentences have no control character (the ones the cache can try to encode)."""
+    """Which sentences the cache can try to encode: no control character, no word over `MAX_WORD_BYTES`."""
     plain, _ = split_plain(sentences)
     return np.ones(len(sentences), dtype=bool) if plain is None else plain
