@@ -18,6 +18,7 @@ from psp_hf.training.arguments import TrainingArguments
 from psp_hf.training.bitext_teacher import BitextTeacher
 from psp_hf.training.losses.distillation import bitext_distill_loss, pair_distill_loss
 from psp_hf.training.multilingual import (
+    MONO_WEIGHT,
     MULTILINGUAL_DEFAULT_TARGETS,
     read_dev_pairs,
     read_mono_sentences,
@@ -202,4 +203,4 @@ def test_cards_list_only_the_multilingual_settings_a_run_used():
     bitext = card_settings({**settings, "lang": "de", "teacher": NAME, "bitext_targets": "same"})
     assert bitext["bitext_targets"] == "same" and "mono_batch_size" not in bitext
     mono = card_settings({**settings, "lang": "de", "teacher": NAME, "mono_data": ["m.txt"]})
-    assert mono["mono_weight"] == 1.0 and mono["mono_data"] == ["m.txt"]
+    assert mono["mono_weight"] == MONO_WEIGHT and mono["mono_data"] == ["m.txt"]

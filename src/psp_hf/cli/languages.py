@@ -18,7 +18,12 @@ from ..experiments.languages import (
     write_summary,
 )
 from ..experiments.languages_data import check_data
-from ..training.multilingual import BITEXT_TARGETS, MULTILINGUAL_DEFAULT_MONO, MULTILINGUAL_DEFAULT_TARGETS
+from ..training.multilingual import (
+    BITEXT_TARGETS,
+    MONO_WEIGHT,
+    MULTILINGUAL_DEFAULT_MONO,
+    MULTILINGUAL_DEFAULT_TARGETS,
+)
 from . import flags
 
 
@@ -149,7 +154,9 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="psp train --bitext-targets: en, same, both; auto: en for an English-only teacher, "
         f"{MULTILINGUAL_DEFAULT_TARGETS} for a multilingual one",
     )
-    parser.add_argument("--mono-weight", type=float, default=1.0, help="psp train --mono-weight (1)")
+    parser.add_argument(
+        "--mono-weight", type=float, default=MONO_WEIGHT, help=f"psp train --mono-weight ({MONO_WEIGHT:g})"
+    )
     parser.add_argument("--mono-batch-size", type=int, default=128, help="psp train --mono-batch-size (128)")
     parser.add_argument(
         "--dev",

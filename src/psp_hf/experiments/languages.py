@@ -40,6 +40,7 @@ from ..data.sources.registry_bitext import (
 )
 from ..errors import PSPInputError
 from ..io import atomic_path
+from ..training.multilingual import MONO_WEIGHT
 
 if TYPE_CHECKING:
     from ..training.arguments import TrainingArguments
@@ -82,7 +83,7 @@ class Settings:
     mono_limit: int | None = 50_000
     non_commercial: bool = False
     bitext_targets: str = "auto"
-    mono_weight: float = 1.0
+    mono_weight: float = MONO_WEIGHT
     mono_batch_size: int = 128
     dev: str = "pud"
 
