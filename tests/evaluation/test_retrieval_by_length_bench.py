@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from bench_scripts import bench_script
 
 
 def bench():
-    name = "retrieval_by_length"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "retrieval_by_length.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_script("retrieval_by_length")
 
 
 class TableModel:

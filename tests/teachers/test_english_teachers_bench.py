@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bench_scripts import bench_script
 
 from psp_hf.teachers.labels import TeacherCache
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def bench():
-    name = "english_teachers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "english_teachers.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_script("english_teachers")
 
 
 @pytest.fixture

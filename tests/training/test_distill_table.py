@@ -3,7 +3,6 @@ comparison table (bench/)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -12,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from bench_scripts import bench_script
 from fake_teachers import BagOfWordsTeacher
 
 from psp_hf.cli import main as psp
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
     "river snow water ball bike car guitar book red blue green big small old young happy"
@@ -27,14 +26,7 @@ WORDS = WORD_LIST.split()
 
 
 def distill_table():
-    """bench/distill_table.py as a module (it is a script, not part of the package)."""
-    name = "distill_table"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "distill_table.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the file runs
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_script("distill_table")
 
 
 @pytest.fixture(scope="module")
