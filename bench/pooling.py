@@ -57,7 +57,11 @@ def main() -> None:
             torch.from_numpy(flat_ids), torch_table, torch.from_numpy(offsets), mode="mean"
         )
 
-    print(f"{len(sentences):,} sentences, {pieces:,} pieces, table {table.shape[0]:,} x {table.shape[1]}, one thread\n")
+    distinct = len(np.unique(np.concatenate([flat_ids for flat_ids, _ in batches])))
+    print(
+        f"{len(sentences):,} sentences, {pieces:,} pieces ({distinct:,} distinct), "
+        f"table {table.shape[0]:,} x {table.shape[1]}, one thread\n"
+    )
     print("| pooling | ms (median) | ns per piece | / embedding_bag |")
     print("|---|---|---|---|")
     timings = {name: _median_ms(run, batches, args.repeats) for name, run in
