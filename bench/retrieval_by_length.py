@@ -13,7 +13,6 @@ counted by the X sentence's length in words. A row is an error when either direc
 from __future__ import annotations
 
 import argparse
-import gzip
 from pathlib import Path
 
 import numpy as np
@@ -51,14 +50,16 @@ def main() -> None:
 
 
 def read_pud(data: Path, lang: str) -> tuple[list[str], list[str]]:
-    """The PUD pairs of `lang` (`bitext/ud-pud/<lang>-en.tsv.gz`, a header line, then X<TAB>English)."""
-    path = data / "bitext" / "ud-pud" / f"{lang}-en.tsv.gz"
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        rows = [line.rstrip("\n").split("\t") for line in handle][1:]
-    bad = [number for number, row in enumerate(rows, start=2) if len(row) != 2]
-    if bad:
-        raise SystemExit(f"{path}: line {bad[0]} does not have two tab-separated fields")
-    return [row[0] for row in rows], [row[1] for row in rows]
+    """The PUD pairs of `lang`, read as training reads its dev set (`read_dev_pairs`)."""
+    from psp_hf.data.sources.language_sources import DEV_SOURCE
+    from psp_hf.errors import PSPInputError
+    from psp_hf.training.multilingual import read_dev_pairs
+
+    try:
+        pairs = read_dev_pairs(DEV_SOURCE.path(data, lang), lang)
+    except PSPInputError as error:
+        raise SystemExit(str(error)) from None
+    return [other for other, _ in pairs], [english for _, english in pairs]
 
 
 def _names(specs: list[str]) -> list[str]:
@@ -84,9 +85,9 @@ def _encoders(specs: list[str]):
 
 def _errors(model, other: list[str], english: list[str], batch_size: int) -> np.ndarray:
     """Per pair: whether retrieval misses in either direction (nearest cosine over the whole set)."""
-    x = model.encode(other, batch_size=batch_size, normalize_embeddings=True)
-    e = model.encode(english, batch_size=batch_size, normalize_embeddings=True)
-    similarity = np.asarray(x, dtype=np.float32) @ np.asarray(e, dtype=np.float32).T
+    from psp_hf.inference.similarity import cosine_matrix
+
+    similarity = cosine_matrix(model.encode(other, batch_size=batch_size), model.encode(english, batch_size=batch_size))
     gold = np.arange(len(other))
     return (similarity.argmax(axis=1) != gold) | (similarity.argmax(axis=0) != gold)
 

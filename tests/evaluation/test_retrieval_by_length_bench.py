@@ -52,5 +52,5 @@ def test_pud_reader_skips_the_header_and_names_a_bad_line(tmp_path):
     assert bench().read_pud(tmp_path, "tr") == (["bir", "iki"], ["one", "two"])
     with gzip.open(folder / "tr-en.tsv.gz", "wt", encoding="utf-8") as handle:
         handle.write("tr\ten\nbir\tone\nno tab here\n")
-    with pytest.raises(SystemExit, match=r"tr-en\.tsv\.gz: line 3 "):
+    with pytest.raises(SystemExit, match=r"tr-en\.tsv\.gz:3: "):
         bench().read_pud(tmp_path, "tr")
