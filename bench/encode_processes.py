@@ -3,15 +3,17 @@
 Part 1, `psp_hf.load(folder).encode(sentences, num_threads=1 or 2)` (default arguments otherwise) on real STS
 sentences, in fresh processes of five kinds: only psp_hf imported; torch imported first with its default thread
 count; `torch.set_num_threads(1)`; `torch.set_num_threads(2)`; transformers and sentence-transformers imported
-first. Beside them, the same folder through `SentenceTransformer(folder).encode` (its sentence-transformers
-layout, default arguments) and through transformers' `AutoModel` + `AutoTokenizer` (trust_remote_code, padded
-batches of 1024, as the README shows it; and with `output_token_embeddings=False`), on a copy of the folder saved by
-this checkout (so that its remote code and layout are the current ones). Every kind runs `--rounds`
-times, one fresh process per kind per round, the kinds taking turns, so that load from other programs falls on
-all of them alike; each process warms up and then times `--repeats` encodes per thread count, alternating the
-counts. The table gives the median of all timed encodes of a kind and the spread of the per-process medians;
-"sentences/CPU-s" (CPU seconds of the whole process) and "cores used" (CPU seconds per wall second) show what a
-run got from a machine that others share: a second thread only helps when a second core is free.
+first. (Each pools with psp's compiled kernel; `PSP_POOLING_KERNEL=0` in the environment pools as an install without
+it does: torch's `embedding_bag` where torch is loaded, else numpy.) Beside them, the same folder through
+`SentenceTransformer(folder).encode` (its sentence-transformers layout, default arguments) and through transformers'
+`AutoModel` + `AutoTokenizer` (trust_remote_code, padded batches of 1024, as the README shows it; and with
+`output_token_embeddings=False`), on a copy of the folder saved by this checkout (so that its remote code and layout
+are the current ones). Every kind runs `--rounds` times, one fresh process per kind per round, the kinds taking
+turns, so that load from other programs falls on all of them alike; each process warms up and then times `--repeats`
+encodes per thread count, alternating the counts. The table gives the median of all timed encodes of a kind and the
+spread of the per-process medians; "sentences/CPU-s" (CPU seconds of the whole process) and "cores used" (CPU
+seconds per wall second) show what a run got from a machine that others share: a second thread only helps when a
+second core is free.
 
 Part 2, end to end (process start, read, tokenize, pool, write): `psp embed` with its default `--threads` on the
 first `--wiki-lines` sentences of PSP_DATA's Wikipedia text, beside a script that does the same with model2vec's
@@ -135,7 +137,7 @@ def measure(kind: str, folder: str, n_sentences: int, repeats: int) -> dict:
         "cpu_seconds": cpu_seconds,
         "torch_threads_before": threads_before,
         "torch_threads_after": torch.get_num_threads() if torch else None,
-        "torch_pools": pooling.torch_pools() if kind in PSP_KINDS else None,
+        "pools_with": pooling.backend() if kind in PSP_KINDS else "torch (model)",
     }
 
 
@@ -211,13 +213,12 @@ def encode_table(args: argparse.Namespace, kinds: list[str], resaved: str | None
         note = notes[kind]
         before, after = note["torch_threads_before"], note["torch_threads_after"]
         torch_threads = "not loaded" if after is None else f"{before if before is not None else '-'} → {after}"
-        pools = "torch (model)" if note["torch_pools"] is None else ("torch" if note["torch_pools"] else "numpy")
         spread = per_process[(kind, threads)]
         scaling = f"{rate / rates[(kind, 1)]:.2f}x" if threads == 2 and (kind, 1) in rates else ""
         cells = [
             (PSP_KINDS | OTHER_KINDS)[kind],
             torch_threads,
-            pools,
+            note["pools_with"],
             str(threads) if threads else "(torch's)",
             f"{rate:,.0f}",
             f"{min(spread):,.0f}–{max(spread):,.0f}",

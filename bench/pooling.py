@@ -1,9 +1,10 @@
-"""Pooling alone: numpy's `pool_bags` against torch's `embedding_bag`, and the row gather that numpy cannot avoid.
+"""Pooling alone: psp's compiled kernel, torch's `embedding_bag` and numpy's `pool_bags`, and the row gather that
+numpy cannot avoid.
 
-Why the numpy-only process kind of `bench/encode_processes.py` stays behind the torch kinds: numpy has no fused
-gather-and-add, so it copies every piece's row out of the table (in cache-sized blocks) before adding, while
-`embedding_bag` adds each row where it reads it. The batches are a model's real ones (the unknown rule applied),
-pooled on one thread.
+Why psp has a kernel of its own: numpy has no fused gather-and-add, so it copies every piece's row out of the table
+(in cache-sized blocks) before adding, while `embedding_bag` and the kernel add each row where they read it; without
+the kernel, a process that has not loaded torch pools with numpy. The batches are a model's real ones (the unknown
+rule applied), pooled on one thread.
 
     PSP_DATA=../shared/data python bench/pooling.py --model demo_out/p-sp-en-distilled
 """
@@ -52,6 +53,11 @@ def main() -> None:
         for start in range(0, len(flat_ids), block):
             rows(flat_ids[start : start + block])
 
+    out = np.empty((args.batch_size, table.shape[1]), dtype=np.float32)
+
+    def kernel_pool(flat_ids, offsets):
+        pooling._kernel.pool(table, flat_ids, offsets, out[: len(offsets)], 0, None)
+
     def torch_pool(flat_ids, offsets):
         torch.nn.functional.embedding_bag(
             torch.from_numpy(flat_ids), torch_table, torch.from_numpy(offsets), mode="mean"
@@ -62,11 +68,15 @@ def main() -> None:
         f"{len(sentences):,} sentences, {pieces:,} pieces ({distinct:,} distinct), "
         f"table {table.shape[0]:,} x {table.shape[1]}, one thread\n"
     )
+    runs = [("embedding_bag (torch)", torch_pool), ("pool_bags (numpy)", numpy_pool)]
+    runs += [("numpy's row gather alone", gather_only)]
+    if pooling._kernel is not None:
+        runs.insert(0, ("psp's kernel (what encode uses)", kernel_pool))
+    else:
+        print("psp's kernel is not built in this install (no C compiler?): its row is left out\n")
     print("| pooling | ms (median) | ns per piece | / embedding_bag |")
     print("|---|---|---|---|")
-    timings = {name: _median_ms(run, batches, args.repeats) for name, run in
-               (("embedding_bag (torch)", torch_pool), ("pool_bags (numpy)", numpy_pool),
-                ("numpy's row gather alone", gather_only))}  # fmt: skip
+    timings = {name: _median_ms(run, batches, args.repeats) for name, run in runs}
     fused = timings["embedding_bag (torch)"]
     for name, ms in timings.items():
         print(f"| {name} | {ms:.1f} | {1e6 * ms / pieces:.0f} | {ms / fused:.2f}x |")

@@ -30,7 +30,8 @@ from .inference.encoder_types import (
     new_model_encoder,
 )
 from .inference.piece_cache import WordPieceCache
-from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk, torch_pools
+from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
+from .inference.pooling import backend as pooling_backend
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 
 if TYPE_CHECKING:
@@ -402,8 +403,9 @@ class PSPEncoder:
 
                 rows[:] = unit_rows(rows)
 
-        # numpy's pooling (torch not loaded) holds the GIL about as much as tokenizing: no gain from a pipeline.
-        pipeline = self._torch_only or torch_pools()
+        # numpy's pooling (no kernel, torch not loaded) holds the GIL about as much as tokenizing: no gain from a
+        # pipeline.
+        pipeline = self._torch_only or pooling_backend() != "numpy"
         run_batches(tokenize_batch, pool_batch, n, batch_size, num_threads, show_progress_bar, pipeline=pipeline)
         result = out
         if precision != "float32":  # also for no sentences: an empty int8 result is still int8

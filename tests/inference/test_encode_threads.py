@@ -1,5 +1,6 @@
-"""encode in a process that loaded torch: each batch pools through embedding_bag on one thread with the GIL released,
-and the caller's torch thread settings are the same afterwards, in its own thread and in threads it starts later.
+"""encode in a process that loaded torch: each batch pools through psp's kernel, or without it through embedding_bag on
+one thread, with the GIL released, and the caller's torch thread settings are the same afterwards, in its own thread
+and in threads it starts later.
 
 Behavioural checks only (no timings): the speed they protect is measured by bench/encode_processes.py.
 """
@@ -47,6 +48,12 @@ def torch_threads():
 
 
 @pytest.fixture
+def without_kernel(monkeypatch):
+    """Pools as an install without psp's compiled kernel does: torch's embedding_bag when torch is loaded."""
+    monkeypatch.setattr(pooling, "_kernel", None)
+
+
+@pytest.fixture
 def pool_calls(monkeypatch):
     """Every embedding_bag call: the thread count torch would use for it, as seen from inside the call."""
     calls: list[int] = []
@@ -68,17 +75,17 @@ def _count_in_new_thread() -> int:
     return seen[0]
 
 
-def test_the_openmp_runtime_behind_torch_is_found():
+def test_the_openmp_runtime_behind_torch_is_found(without_kernel):
     # On the platforms CI runs (Linux, torch's OpenMP build) the one-thread guard must be active, not the fallback.
     if "OpenMP" in torch.__config__.parallel_info() and sys.platform.startswith("linux"):
         assert intra_op.runtime(torch) is not None
-        assert pooling.torch_pools()
+        assert pooling.backend() == "torch"
 
 
 @pytest.mark.parametrize("caller_threads", [1, 2, 3])
 @pytest.mark.parametrize("num_threads", [1, 2])
-def test_encode_pools_on_one_thread_and_keeps_the_callers_count(
-    folder, torch_threads, pool_calls, caller_threads, num_threads
+def test_without_the_kernel_encode_pools_on_one_thread_and_keeps_the_callers_count(
+    folder, torch_threads, pool_calls, without_kernel, caller_threads, num_threads
 ):
     torch_threads(caller_threads)
     encoder = PSPEncoder.from_pretrained(folder)
@@ -95,9 +102,13 @@ def test_encode_pools_on_one_thread_and_keeps_the_callers_count(
     np.testing.assert_array_equal(vectors, expected)
 
 
-def test_pooling_releases_the_gil():
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "torch"])
+def test_pooling_releases_the_gil(kernel, monkeypatch):
     """With a switch interval longer than the test, another thread can only run while pooling has released the
     GIL: the helper makes no progress at all during a call that holds it, so no timing decides the outcome."""
+    if not kernel:
+        monkeypatch.setattr(pooling, "_kernel", None)
+    assert pooling.backend() == ("kernel" if kernel else "torch")
     rng = np.random.default_rng(0)
     table = rng.standard_normal((5000, 256)).astype(np.float32)
     flat = rng.integers(0, 5000, size=1_500_000)
@@ -128,14 +139,16 @@ def test_pooling_releases_the_gil():
     np.testing.assert_array_equal(pooled[:3], pooling.pool_bags(table, flat[:45], offsets[:3]))
 
 
-def test_without_the_runtime_only_a_one_thread_torch_pools(folder, torch_threads, pool_calls, monkeypatch):
+def test_without_the_runtime_only_a_one_thread_torch_pools(
+    folder, torch_threads, pool_calls, without_kernel, monkeypatch
+):
     """Where torch's OpenMP runtime cannot be reached, a process running torch on more threads pools with numpy
     (same numbers) rather than through embedding_bag's team of threads."""
     monkeypatch.setattr(intra_op, "_runtime", None)
     encoder = PSPEncoder.from_pretrained(folder)
     torch_threads(2)
     with_numpy = encoder.encode(SENTENCES, batch_size=BATCH, num_threads=2)
-    assert pool_calls == [] and not pooling.torch_pools()
+    assert pool_calls == [] and pooling.backend() == "numpy"
     torch_threads(1)
     with_torch = encoder.encode(SENTENCES, batch_size=BATCH, num_threads=2)
     assert len(pool_calls) == -(-len(SENTENCES) // BATCH) and set(pool_calls) == {1}

@@ -101,7 +101,7 @@ def test_numpy_weighted_pooling_and_torch_bulk_path_agree():
     nonempty = np.diff(np.append(offsets, len(flat))) > 0
     expected = torch_pool_bags(*(torch.from_numpy(x) for x in (table, flat, offsets, weights))).numpy()
     np.testing.assert_allclose(pool_bags(table, flat, offsets, weights)[nonempty], expected[nonempty], atol=1e-6)
-    # torch is loaded in this process, so pool_bags_fast takes the embedding_bag path.
+    # pool_bags_fast takes psp's kernel (or, without it, embedding_bag: torch is loaded in this process).
     np.testing.assert_array_equal(pool_bags_fast(table, flat, offsets), pool_bags(table, flat, offsets))
 
 

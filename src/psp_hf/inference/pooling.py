@@ -1,18 +1,33 @@
-"""The numpy twin of `psp_hf.modeling`'s unknown-piece rule and `pool_bags`, for inference without torch.
+"""The numpy twin of `psp_hf.modeling`'s unknown-piece rule and `pool_bags`, for inference without torch, and
+`pool_bags_fast`, which encode calls: psp's compiled kernel, else torch's `embedding_bag`, else numpy.
 
 Same layout as the torch functions: `flat_ids` holds the pieces of all sentences back to back and `offsets[i]` is
-where sentence i starts. Tests check that both give the same numbers; training and the Hub remote code use the
+where sentence i starts. Tests check that all give the same numbers; training and the Hub remote code use the
 torch versions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sys
 
 import numpy as np
 
 from . import intra_op
+
+logger = logging.getLogger(__name__)
+
+try:  # built from _pooling.c at install time; optional, so an install without a C compiler still works
+    from . import _pooling as _kernel
+except ImportError:
+    _kernel = None
+    logger.debug("psp's pooling kernel was not built (no C compiler at install): torch or numpy pools instead")
+# PSP_POOLING_KERNEL=0 pools as an install without the kernel would (for comparisons: bench/encode_processes.py).
+if os.environ.get("PSP_POOLING_KERNEL", "1") == "0":
+    _kernel = None
+_KERNEL_MODES = {"mean": 0, "sum": 1, "max": 2}
 
 # Gather at most this many bytes of table rows at once: the gathered block stays small enough to sit in cache.
 _BLOCK_BYTES = 1 << 20
@@ -75,8 +90,9 @@ BULK_SENTENCES = 100_000
 
 
 def prepare_bulk(n_sentences: int) -> None:
-    """Load torch for pooling when `n_sentences` is a bulk job and torch is installed (see `pool_bags_fast`)."""
-    if n_sentences >= BULK_SENTENCES and "torch" not in sys.modules:
+    """Load torch for pooling when `n_sentences` is a bulk job, torch is installed and the kernel is not (see
+    `pool_bags_fast`)."""
+    if _kernel is None and n_sentences >= BULK_SENTENCES and "torch" not in sys.modules:
         with contextlib.suppress(ImportError):
             import torch  # noqa: F401
 
@@ -93,9 +109,13 @@ def _pooling_torch():
     return torch, library
 
 
-def torch_pools() -> bool:
-    """Whether `pool_bags_fast` pools with torch now (see `_pooling_torch`)."""
-    return _pooling_torch() is not None
+def backend() -> str:
+    """What `pool_bags_fast` pools float32 tables with now: "kernel" (psp's compiled kernel), "torch" (its
+    `embedding_bag`: torch is loaded and the kernel was not built) or "numpy". The first two release the GIL for a
+    whole batch; numpy holds it between its calls."""
+    if _kernel is not None:
+        return "kernel"
+    return "torch" if _pooling_torch() is not None else "numpy"
 
 
 def pool_bags_fast(
@@ -106,12 +126,15 @@ def pool_bags_fast(
     mode: str = "mean",
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """`pool_bags`, through torch's `embedding_bag` when torch is already loaded or the batch is large.
+    """`pool_bags`, through psp's compiled kernel; without it, through torch's `embedding_bag` when torch is already
+    loaded or the batch is large.
 
-    Both give the same numbers for mean, max and sum (torch's embedding_bag adds each bag's rows in order, as
-    the numpy code does); weighted means may differ in the last bit. torch runs on the calling thread only
-    (see `psp_hf.inference.intra_op`), and releases the GIL for the whole call: threads pooling side by side overlap.
+    All give the same numbers for mean, max and sum (each adds a bag's rows in order, in float32); weighted means
+    may differ from torch's in the last bit. The kernel and torch run on the calling thread only (torch: see
+    `psp_hf.inference.intra_op`) and release the GIL for the whole call: threads pooling side by side overlap.
     """
+    if _kernel is not None and table.dtype == np.float32 and table.flags.c_contiguous:
+        return _pool_with_kernel(table, flat_ids, offsets, piece_weights, mode, out)
     prepare_bulk(BULK_SENTENCES if len(flat_ids) >= BULK_PIECES else 0)
     pooling = _pooling_torch()
     if pooling is None:
@@ -119,6 +142,22 @@ def pool_bags_fast(
     torch, library = pooling
     with intra_op.OneThread(torch, library) if library is not None else contextlib.nullcontext():
         return _pool_with_torch(torch, table, flat_ids, offsets, piece_weights, mode, out)
+
+
+def _pool_with_kernel(table, flat_ids, offsets, piece_weights, mode, out) -> np.ndarray:
+    if mode not in _KERNEL_MODES:
+        raise ValueError(f"mode must be 'mean', 'max' or 'sum', got {mode!r}")
+    shape = (len(offsets), table.shape[1])
+    target = out
+    if out is None or out.dtype != np.float32 or not out.flags.c_contiguous or out.shape != shape:
+        target = np.empty(shape, dtype=np.float32)
+    weights = None if piece_weights is None else np.ascontiguousarray(piece_weights, dtype=np.float32)
+    ids = np.ascontiguousarray(flat_ids, dtype=np.int64)
+    _kernel.pool(table, ids, np.ascontiguousarray(offsets, dtype=np.int64), target, _KERNEL_MODES[mode], weights)
+    if out is not None and target is not out:
+        out[:] = target
+        return out
+    return target
 
 
 def _pool_with_torch(torch, table, flat_ids, offsets, piece_weights, mode, out) -> np.ndarray:
