@@ -16,6 +16,7 @@ import torch
 import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.errors import PSPInputError
+from psp_hf.inference import pooling
 from psp_hf.inference.pooling import apply_unknown_rule, pool_bags, pool_bags_fast
 from psp_hf.modeling import apply_unknown_rule as torch_unknown_rule
 from psp_hf.modeling import pool_bags as torch_pool_bags
@@ -105,16 +106,21 @@ def test_numpy_weighted_pooling_and_torch_bulk_path_agree():
     np.testing.assert_array_equal(pool_bags_fast(table, flat, offsets), pool_bags(table, flat, offsets))
 
 
-def test_numpy_unknown_rule_equals_modeling():
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "numpy"])
+def test_numpy_unknown_rule_equals_modeling(kernel, monkeypatch):
+    if not kernel:
+        monkeypatch.setattr(pooling, "_kernel", None)
     rng = np.random.default_rng(3)
     for boundary in (None, 2):
         table, flat, offsets = _bags(4, vocab=6)
         flat = rng.choice([0, 0, 2, 3, 4], size=len(flat))  # many unknown (0) and boundary (2) pieces
+        offsets[3] = offsets[4]  # and an empty bag
         ids, starts = apply_unknown_rule(flat, offsets, 0, boundary)
         expected_ids, expected_starts = torch_unknown_rule(
             torch.from_numpy(flat), torch.from_numpy(offsets), 0, boundary
         )
         assert ids.tolist() == expected_ids.tolist() and starts.tolist() == expected_starts.tolist()
+        assert (ids == 0).any() and len(ids) < len(flat)  # the rule had work to do
 
 
 def test_light_encoder_equals_model_forward_and_lazy_model(folder):

@@ -1,4 +1,5 @@
-"""The vectorised word cache: exact against the tokenizer, under hash collisions, when full, on concurrent threads."""
+"""The vectorised word cache: exact against the tokenizer, under hash collisions, when full, on concurrent threads;
+each test with the C look-up (`_words.c`) and with the numpy steps it replaces."""
 
 from __future__ import annotations
 
@@ -12,6 +13,23 @@ from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
 from psp_hf.tokenizer import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
+
+
+@pytest.fixture(autouse=True, params=["c", "numpy"])
+def look_up(request, monkeypatch):
+    """Each test runs with the C look-up of a batch's words (what installs with a compiler get) and without."""
+    if request.param == "numpy":
+        monkeypatch.setattr(piece_cache, "_words_kernel", None)
+    else:
+        assert piece_cache._words_kernel is not None  # the install built it (CI's machines have a compiler)
+    return request.param
+
+
+def few_hash_bits(monkeypatch) -> None:
+    """Hashes of a few bits: nearly every word collides with a cached one, so the byte check decides everything.
+    Done on the hash table, which both look-ups read."""
+    real = piece_cache._hash_table
+    monkeypatch.setattr(piece_cache, "_hash_table", lambda positions: real(positions) & np.uint64(3))
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +76,7 @@ def test_cache_equals_tokenizer_across_batches(backend):
 
 
 def test_hash_collisions_still_give_exact_pieces(backend, monkeypatch):
-    # Two bits of hash: nearly every word collides with a cached one, so the byte check decides everything.
-    real = piece_cache._hash_words
-    monkeypatch.setattr(piece_cache, "_hash_words", lambda *args: real(*args) & np.uint64(3))
+    few_hash_bits(monkeypatch)
     cache = WordPieceCache(backend)
     for seed in range(3):
         check(cache, backend, random_sentences(100, seed))
@@ -77,8 +93,7 @@ def test_a_full_cache_stays_exact_and_does_not_grow(backend):
 
 
 def test_a_full_cache_under_hash_collisions_is_exact(backend, monkeypatch):
-    real = piece_cache._hash_words
-    monkeypatch.setattr(piece_cache, "_hash_words", lambda *args: real(*args) & np.uint64(3))
+    few_hash_bits(monkeypatch)
     cache = WordPieceCache(backend, max_words=30)
     for seed in range(4):
         check(cache, backend, random_sentences(50, seed))
@@ -230,3 +245,21 @@ def test_the_bytes_bound_keeps_long_words_from_filling_memory(backend):
         check(cache, backend, random_sentences(60, seed))  # a batch's new words do not fit: exact all the same
     snapshot = cache._snapshot
     assert 0 < int(snapshot.byte_bounds[snapshot.n_words]) <= 200
+
+
+@pytest.mark.parametrize("look_up", ["c"], indirect=True)  # compares the C function with the numpy steps itself
+def test_the_c_look_up_gives_the_numpy_steps_arrays(backend, look_up):
+    cache = WordPieceCache(backend)
+    cache.encode(random_sentences(100, 7))  # some words cached, others not
+    sentences = random_sentences(120, 8) + ["X" * 200 + " é Ab"]  # a word past the first hash table's positions
+    _, raw = piece_cache.split_plain(sentences)
+    snapshot = cache._snapshot
+    words, ids = piece_cache._look_up(snapshot, raw, len(sentences))
+    numpy_words = piece_cache._split_words(raw, len(sentences))
+    numpy_ids = piece_cache._verified_ids(snapshot, numpy_words, np.arange(len(numpy_words.starts)))
+    for field in ("text", "chars", "starts", "ends", "hashes", "sentence_bounds"):
+        np.testing.assert_array_equal(getattr(words, field), getattr(numpy_words, field), err_msg=field)
+    np.testing.assert_array_equal(ids, numpy_ids)
+    assert (ids >= 0).any() and (ids < 0).any()
+    with pytest.raises(ValueError, match="must hold 3 sentences"):
+        piece_cache._look_up(snapshot, np.frombuffer(b"one\ntwo", dtype=np.uint8), 3)

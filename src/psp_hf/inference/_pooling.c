@@ -272,11 +272,67 @@ release_table:
     return result;
 }
 
+/* The unknown-piece rule (psp_hf.modeling.apply_unknown_rule): a bag with content (a piece that is neither the
+ * unknown one nor the bare word-boundary one; boundary < 0: there is none) keeps its pieces but the unknown ones; a
+ * bag without becomes one unknown piece. Writes the new bags into out_ids and out_offsets and returns how many ids
+ * they hold; -1 for offsets that do not rise from 0 within the ids. */
+static Py_ssize_t unknown_rule(const int64_t *ids, Py_ssize_t n_ids, const int64_t *offsets, Py_ssize_t n_bags,
+                               int64_t unknown, int64_t boundary, int64_t *out_ids, int64_t *out_offsets) {
+    Py_ssize_t n_out = 0;
+    for (Py_ssize_t bag = 0; bag < n_bags; bag++) {
+        int64_t start = offsets[bag], stop = bag + 1 < n_bags ? offsets[bag + 1] : n_ids;
+        if ((bag == 0 && start != 0) || start > stop || stop > n_ids) return -1;
+        int content = 0;
+        for (int64_t k = start; k < stop && !content; k++) content = ids[k] != unknown && ids[k] != boundary;
+        out_offsets[bag] = n_out;
+        if (!content) {
+            out_ids[n_out++] = unknown;
+            continue;
+        }
+        for (int64_t k = start; k < stop; k++)
+            if (ids[k] != unknown) out_ids[n_out++] = ids[k];
+    }
+    return n_out;
+}
+
+static PyObject *apply_unknown_rule(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[4];
+    long long unknown, boundary;
+    if (!PyArg_ParseTuple(args, "OOLLOO", &objects[0], &objects[1], &unknown, &boundary, &objects[2], &objects[3]))
+        return NULL;
+    static const char *const names[4] = {"flat_ids", "offsets", "out_ids", "out_offsets"};
+    Py_buffer b[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++)
+        if (get_buffer(objects[got], &b[got], 1, 0, got >= 2, names[got]) != 0) goto release;
+    Py_ssize_t n_ids = b[0].shape[0], n_bags = b[1].shape[0];
+    if (b[2].shape[0] < n_ids + n_bags || b[3].shape[0] < n_bags) {
+        PyErr_SetString(PyExc_ValueError, "out_ids must hold len(flat_ids) + len(offsets) ids, out_offsets one a bag");
+        goto release;
+    }
+    Py_ssize_t n_out;
+    Py_BEGIN_ALLOW_THREADS
+    n_out = unknown_rule(b[0].buf, n_ids, b[1].buf, n_bags, unknown, boundary < 0 ? -1 : boundary, b[2].buf, b[3].buf);
+    Py_END_ALLOW_THREADS
+    if (n_out < 0)
+        PyErr_Format(PyExc_ValueError, "offsets must start at 0 and rise to at most %zd", n_ids);
+    else
+        result = PyLong_FromSsize_t(n_out);
+release:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"pool", pool, METH_VARARGS,
      "pool(table, flat_ids, offsets, out, mode, piece_weights) -> out\n\n"
      "Pools table[flat_ids] per bag into out (float32, (len(offsets), dim)): mode 0 mean, 1 sum, 2 max; with\n"
      "piece_weights (float32, one per id) their weighted mean. Releases the GIL while it pools."},
+    {"apply_unknown_rule", apply_unknown_rule, METH_VARARGS,
+     "apply_unknown_rule(flat_ids, offsets, unknown_id, boundary_id, out_ids, out_offsets) -> n\n\n"
+     "The unknown-piece rule (boundary_id -1: no boundary piece) into out_ids (room for len(flat_ids) +\n"
+     "len(offsets)) and out_offsets; returns how many ids it wrote. Releases the GIL."},
     {NULL, NULL, 0, NULL},
 };
 

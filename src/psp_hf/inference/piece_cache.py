@@ -8,12 +8,14 @@ that a word with characters beyond ASCII cuts the same alone as in a sentence; a
 not (and any sentence with a control character) goes through the real tokenizer. Tests check both paths agree on
 real data in several languages.
 
-A batch is handled as one byte array (UTF-8): words are found, their ASCII letters lowercased and hashed with
-numpy, looked up in a sorted hash index and then compared byte for byte with the stored word, so the result is
-exact (a hash collision only costs a fresh tokenization) and almost all of the work runs in numpy kernels that
-release the GIL: threads encoding separate batches overlap. Readers use an immutable snapshot of the cache; only
-adding words takes a lock. The cache is bounded: once full it keeps the words it has (the frequent ones come first
-in any sizeable text) and tokenizes the words it lacks batch by batch, without storing them.
+A batch is handled as one byte array (UTF-8): words are found, their ASCII letters lowercased and hashed,
+looked up in a sorted hash index and then compared byte for byte with the stored word, so the result is exact (a
+hash collision only costs a fresh tokenization). Finding, hashing and looking up a batch's words is one call of a
+small C function (`_words.c`, compiled at install) that releases the GIL, so threads encoding separate batches
+overlap; without it the same steps run as numpy calls (`_split_words`, `_verified_ids`). Readers use an immutable
+snapshot of the cache; only adding words takes a lock. The cache is bounded: once full it keeps the words it has
+(the frequent ones come first in any sizeable text) and tokenizes the words it lacks batch by batch, without storing
+them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ import numpy as np
 
 from .sentence_bytes import NEWLINE, plain_sentences, split_plain
 from .word_tokenizer import REFUSED, WordTokenizer
+
+try:  # built from _words.c at install time; optional, like the pooling kernel
+    from . import _words as _words_kernel
+except ImportError:
+    _words_kernel = None
 
 __all__ = ["WordPieceCache", "concatenated_ranges", "merge_groups", "plain_sentences", "split_plain"]
 
@@ -190,6 +197,41 @@ def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndar
     return np.cumsum(steps)  # not out=steps: an in-place running sum holds the GIL
 
 
+def _look_up(snapshot: _Snapshot, raw: np.ndarray, n: int) -> tuple[_Words, np.ndarray]:
+    """The words of `n` sentences (`raw`: as `split_plain` gives them) and their ids in `snapshot`, -1 for a word not
+    cached: one call of the C function where it was built, else the numpy steps."""
+    if _words_kernel is None:
+        words = _split_words(raw, n)
+        return words, _verified_ids(snapshot, words, np.arange(len(words.starts)))
+    capacity = len(raw) // 2 + 1  # a word and a separator: at least two bytes each
+    text, chars = np.empty(len(raw), dtype=np.uint8), np.empty(len(raw), dtype=np.uint8)
+    starts, ends, ids = (np.empty(capacity, dtype=np.int64) for _ in range(3))
+    hashes, bounds = np.empty(capacity, dtype=np.uint64), np.empty(n + 1, dtype=np.int64)
+    main, recent = snapshot.main, snapshot.recent
+    table = _hash_table(1)
+    while True:
+        n_words, n_chars, longest = _words_kernel.look_up(
+            raw, n, table, main.hashes, main.ids, main.bucket_starts, int(main.shift), recent.hashes, recent.ids,
+            recent.bucket_starts, int(recent.shift), snapshot.byte_bounds, snapshot.word_bytes,
+            text, chars, starts, ends, hashes, ids, bounds,
+        )  # fmt: skip
+        if 256 * longest <= len(table):
+            break
+        table = _hash_table(longest)  # a word longer than any before: again, with a table that covers it
+    words = _Words(text, chars[:n_chars], starts[:n_words], ends[:n_words], hashes[:n_words], bounds)
+    return words, ids[:n_words]
+
+
+def _gathered(snapshot: _Snapshot, words: _Words, ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """`(flat, lengths)` of `n` sentences whose words all have ids in `snapshot`, by the C function."""
+    piece_bounds = snapshot.piece_bounds[: snapshot.n_words + 1]
+    lengths = np.empty(n, dtype=np.int64)
+    total = _words_kernel.gather_pieces(ids, words.sentence_bounds, piece_bounds, snapshot.pieces, lengths, None)
+    flat = np.empty(total, dtype=np.int64)
+    _words_kernel.gather_pieces(ids, words.sentence_bounds, piece_bounds, snapshot.pieces, lengths, flat)
+    return flat, lengths
+
+
 def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.ndarray:
     """Word ids of `words` at positions `which`, -1 for words not cached or whose hash matched another word."""
     ids = snapshot.lookup(words.hashes[which])
@@ -270,12 +312,30 @@ class WordPieceCache:
         pieces here (length 0) and must go through the tokenizer."""
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), None
-        words = _split_words(raw, n)
         snapshot = self._snapshot
-        ids = _verified_ids(snapshot, words, np.arange(len(words.starts)))
+        words, ids = _look_up(snapshot, raw, n)
         uncached = None
         if (ids < 0).any():
             snapshot, ids, uncached = self._add_missing(words, ids)
+        if uncached is None and _words_kernel is not None:
+            flat, lengths = _gathered(snapshot, words, ids, n)
+        else:
+            flat, lengths = self._assembled(snapshot, words, ids, uncached)
+        if not len(flat) or flat.min() != REFUSED:
+            return flat, lengths, None
+        sentence_ends = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=sentence_ends[1:])
+        refused = np.zeros(n, dtype=bool)
+        refused[np.searchsorted(sentence_ends, np.flatnonzero(flat == REFUSED), side="right") - 1] = True
+        kept = ~refused
+        flat = flat[concatenated_ranges(sentence_ends[:-1][kept], lengths[kept])]
+        lengths[refused] = 0
+        return flat, lengths, refused
+
+    @staticmethod
+    def _assembled(snapshot: _Snapshot, words: _Words, ids: np.ndarray, uncached: tuple | None):
+        """`(flat, lengths)`: the pieces of the batch's words (`ids` in `snapshot`, or the `uncached` pieces
+        `_add_missing` gave for words without an id) back to back, and the number of each sentence's pieces."""
         lengths = np.empty(len(ids), dtype=np.int64)
         stored = slice(None) if uncached is None else np.flatnonzero(ids >= 0)
         piece_bounds = snapshot.piece_bounds
@@ -296,16 +356,7 @@ class WordPieceCache:
             local = np.flatnonzero(ids < 0)
             new = lengths[local]
             flat[concatenated_ranges(word_ends[local], new)] = local_pieces[concatenated_ranges(local_starts, new)]
-        sentence_ends = word_ends[words.sentence_bounds]
-        lengths = np.diff(sentence_ends)
-        if not len(flat) or flat.min() != REFUSED:
-            return flat, lengths, None
-        refused = np.zeros(n, dtype=bool)
-        refused[np.searchsorted(sentence_ends, np.flatnonzero(flat == REFUSED), side="right") - 1] = True
-        kept = ~refused
-        flat = flat[concatenated_ranges(sentence_ends[:-1][kept], lengths[kept])]
-        lengths[refused] = 0
-        return flat, lengths, refused
+        return flat, np.diff(word_ends[words.sentence_bounds])
 
     def _add_missing(self, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray, tuple | None]:
         """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot. When

@@ -55,6 +55,11 @@ def apply_unknown_rule(
     puts before a word it cannot segment: a sentence of only out-of-vocabulary characters is then the unknown
     piece, as the unknown rule says, not the boundary piece. Mirrors `psp_hf.modeling.apply_unknown_rule`.
     """
+    if _kernel is not None and flat_ids.dtype == offsets.dtype == np.int64:  # one pass, without the GIL
+        ids, new_offsets = np.empty(len(flat_ids) + len(offsets), dtype=np.int64), np.empty_like(offsets)
+        boundary = -1 if boundary_token_id is None else boundary_token_id
+        count = _kernel.apply_unknown_rule(flat_ids, offsets, unk_token_id, boundary, ids, new_offsets)
+        return ids[:count], new_offsets
     n = len(offsets)
     lengths = bag_lengths(offsets, len(flat_ids))
     unknown = flat_ids == unk_token_id

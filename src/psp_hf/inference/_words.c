@@ -1,0 +1,243 @@
+/* The word cache's look-up of one batch in one call: split the batch's bytes into words, lowercase and hash them,
+ * find each in the cache's hash indexes and check it byte for byte, with the GIL released. It does what
+ * psp_hf.inference.piece_cache does with numpy (_split_words, _hash_words, _HashIndex.lookup, _verified_ids) and
+ * gives the same arrays; the numpy code remains for installs without a C compiler, and tests compare the two.
+ * numpy's version is about twenty calls a batch, between which the GIL is held: two encode threads tokenizing side
+ * by side spent much of their time waiting for each other (issue 33).
+ *
+ * Only the buffer protocol is used (no numpy headers).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define NEWLINE 10
+
+/* A C-contiguous 1-D buffer of items of `itemsize` bytes (the kinds are checked by the Python caller, which makes
+ * every array itself). */
+static int get_vector(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s array", name, writable ? " writable" : "");
+        return -1;
+    }
+    if (view->ndim != 1 || view->itemsize != itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s must be a 1-D array of %zd-byte items", name, itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* One of the cache's hash indexes (see _HashIndex): sorted hashes, their word ids, bucket starts over the top bits. */
+typedef struct {
+    const uint64_t *hashes;
+    const int64_t *ids;
+    const int64_t *buckets;
+    Py_ssize_t size;
+    int shift;
+} HashIndex;
+
+/* The word id of `hash` in `index`, -1 if absent: the first equal hash of its bucket. */
+static inline int64_t find(const HashIndex *index, uint64_t hash) {
+    if (index->size == 0) return -1;
+    uint64_t bucket = hash >> index->shift;
+    for (int64_t k = index->buckets[bucket]; k < index->buckets[bucket + 1]; k++)
+        if (index->hashes[k] == hash) return index->ids[k];
+    return -1;
+}
+
+/* Arguments in the order psp_hf.inference.piece_cache passes them; see split_and_look_up's docstring. */
+enum {
+    RAW, HASH_TABLE, MAIN_HASHES, MAIN_IDS, MAIN_BUCKETS, RECENT_HASHES, RECENT_IDS, RECENT_BUCKETS, BYTE_BOUNDS,
+    WORD_BYTES, TEXT, CHARS, STARTS, ENDS, HASHES, IDS, SENTENCE_BOUNDS, N_BUFFERS
+};
+static const char *const NAMES[N_BUFFERS] = {
+    "raw", "hash_table", "main_hashes", "main_ids", "main_buckets", "recent_hashes", "recent_ids", "recent_buckets",
+    "byte_bounds", "word_bytes", "text", "chars", "starts", "ends", "hashes", "ids", "sentence_bounds"};
+static const Py_ssize_t ITEMSIZES[N_BUFFERS] = {1, 8, 8, 8, 8, 8, 8, 8, 8, 1, 1, 1, 8, 8, 8, 8, 8};
+
+typedef struct {
+    Py_ssize_t n_words;  /* words found */
+    Py_ssize_t n_chars;  /* their bytes */
+    Py_ssize_t longest;  /* bytes of the longest word, for a hash table too short */
+    int newlines_wrong;  /* the bytes do not hold n - 1 newlines */
+} Outcome;
+
+static Outcome split_and_look_up(Py_buffer *b, Py_ssize_t n_sentences, const HashIndex *main_index,
+                                 const HashIndex *recent_index) {
+    const uint8_t *raw = b[RAW].buf;
+    Py_ssize_t n_raw = b[RAW].shape[0];
+    const uint64_t *table = b[HASH_TABLE].buf;
+    Py_ssize_t positions = b[HASH_TABLE].shape[0] / 256;
+    const int64_t *byte_bounds = b[BYTE_BOUNDS].buf;
+    const uint8_t *word_bytes = b[WORD_BYTES].buf;
+    uint8_t *text = b[TEXT].buf, *chars = b[CHARS].buf;
+    int64_t *starts = b[STARTS].buf, *ends = b[ENDS].buf, *ids = b[IDS].buf, *bounds = b[SENTENCE_BOUNDS].buf;
+    uint64_t *hashes = b[HASHES].buf;
+    Outcome outcome = {0, 0, 0, 0};
+    Py_ssize_t n_words = 0, n_chars = 0, sentence = 0;
+    bounds[0] = 0;
+    for (Py_ssize_t i = 0; i < n_raw;) {
+        uint8_t byte = raw[i];
+        if (byte <= 32) { /* between words: a newline ends a sentence */
+            text[i] = byte;
+            if (byte == NEWLINE) {
+                if (++sentence >= n_sentences) {
+                    outcome.newlines_wrong = 1;
+                    return outcome;
+                }
+                bounds[sentence] = n_words;
+            }
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        uint64_t hash = 0;
+        for (; i < n_raw && raw[i] > 32; i++) {
+            uint8_t low = raw[i] >= 'A' && raw[i] <= 'Z' ? raw[i] | 0x20 : raw[i];
+            text[i] = chars[n_chars++] = low;
+            if (i - start < positions) hash += table[256 * (i - start) + low]; /* wraps, as numpy's uint64 sum */
+        }
+        Py_ssize_t length = i - start;
+        if (length > outcome.longest) outcome.longest = length;
+        int64_t id = find(main_index, hash);
+        if (id < 0) id = find(recent_index, hash);
+        if (id >= 0 && (byte_bounds[id + 1] - byte_bounds[id] != length ||
+                        memcmp(word_bytes + byte_bounds[id], text + start, (size_t)length) != 0))
+            id = -1; /* another word with the same hash */
+        starts[n_words] = start;
+        ends[n_words] = i;
+        hashes[n_words] = hash;
+        ids[n_words] = id;
+        n_words++;
+    }
+    if (sentence != n_sentences - 1) outcome.newlines_wrong = 1;
+    bounds[n_sentences] = n_words;
+    outcome.n_words = n_words;
+    outcome.n_chars = n_chars;
+    return outcome;
+}
+
+static PyObject *look_up(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[N_BUFFERS];
+    Py_ssize_t n_sentences;
+    int main_shift, recent_shift;
+    if (!PyArg_ParseTuple(args, "OnOOOOiOOOiOOOOOOOOO", &objects[RAW], &n_sentences, &objects[HASH_TABLE],
+                          &objects[MAIN_HASHES], &objects[MAIN_IDS], &objects[MAIN_BUCKETS], &main_shift,
+                          &objects[RECENT_HASHES], &objects[RECENT_IDS], &objects[RECENT_BUCKETS], &recent_shift,
+                          &objects[BYTE_BOUNDS], &objects[WORD_BYTES], &objects[TEXT], &objects[CHARS],
+                          &objects[STARTS], &objects[ENDS], &objects[HASHES], &objects[IDS],
+                          &objects[SENTENCE_BOUNDS]))
+        return NULL;
+    Py_buffer b[N_BUFFERS];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < N_BUFFERS; got++)
+        if (get_vector(objects[got], &b[got], ITEMSIZES[got], got >= TEXT, NAMES[got]) != 0) goto release;
+    Py_ssize_t n_raw = b[RAW].shape[0], capacity = n_raw / 2 + 1; /* a word and a separator: two bytes at least */
+    if (n_sentences < 1 || b[TEXT].shape[0] < n_raw || b[CHARS].shape[0] < n_raw || b[STARTS].shape[0] < capacity ||
+        b[ENDS].shape[0] < capacity || b[HASHES].shape[0] < capacity || b[IDS].shape[0] < capacity ||
+        b[SENTENCE_BOUNDS].shape[0] < n_sentences + 1 || main_shift < 1 || main_shift > 63 || recent_shift < 1 ||
+        recent_shift > 63) {
+        PyErr_SetString(PyExc_ValueError, "look_up: output arrays too small or bad index shifts");
+        goto release;
+    }
+    HashIndex main_index = {b[MAIN_HASHES].buf, b[MAIN_IDS].buf, b[MAIN_BUCKETS].buf, b[MAIN_HASHES].shape[0],
+                            main_shift};
+    HashIndex recent_index = {b[RECENT_HASHES].buf, b[RECENT_IDS].buf, b[RECENT_BUCKETS].buf,
+                              b[RECENT_HASHES].shape[0], recent_shift};
+    Outcome outcome;
+    Py_BEGIN_ALLOW_THREADS
+    outcome = split_and_look_up(b, n_sentences, &main_index, &recent_index);
+    Py_END_ALLOW_THREADS
+    if (outcome.newlines_wrong)
+        PyErr_Format(PyExc_ValueError, "look_up: the bytes must hold %zd sentences joined by newlines", n_sentences);
+    else
+        result = Py_BuildValue("nnn", outcome.n_words, outcome.n_chars, outcome.longest);
+release:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
+/* The pieces of each sentence from its words' cached pieces: with flat == NULL only the count per sentence (into
+ * lengths) and the total; else the pieces themselves, back to back, into flat. */
+static int64_t gather(const int64_t *ids, const int64_t *bounds, Py_ssize_t n_sentences, const int64_t *piece_bounds,
+                      const int64_t *pieces, int64_t *lengths, int64_t *flat) {
+    int64_t total = 0;
+    for (Py_ssize_t sentence = 0; sentence < n_sentences; sentence++) {
+        int64_t count = 0;
+        for (int64_t w = bounds[sentence]; w < bounds[sentence + 1]; w++) {
+            int64_t first = piece_bounds[ids[w]], stop = piece_bounds[ids[w] + 1];
+            if (flat != NULL) memcpy(flat + total + count, pieces + first, (size_t)(stop - first) * sizeof(int64_t));
+            count += stop - first;
+        }
+        if (flat == NULL) lengths[sentence] = count;
+        total += count;
+    }
+    return total;
+}
+
+static PyObject *gather_pieces(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *objects[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5]))
+        return NULL;
+    static const char *const names[6] = {"ids", "sentence_bounds", "piece_bounds", "pieces", "lengths", "flat"};
+    int with_flat = objects[5] != Py_None, needed = with_flat ? 6 : 5, got = 0;
+    Py_buffer b[6];
+    PyObject *result = NULL;
+    for (; got < needed; got++)
+        if (get_vector(objects[got], &b[got], 8, got >= 4, names[got]) != 0) goto release;
+    Py_ssize_t n_words = b[0].shape[0], n_sentences = b[1].shape[0] - 1, n_words_cached = b[2].shape[0] - 1;
+    const int64_t *ids = b[0].buf, *bounds = b[1].buf;
+    if (n_sentences < 0 || b[4].shape[0] < n_sentences || bounds[n_sentences] > n_words) {
+        PyErr_SetString(PyExc_ValueError, "gather_pieces: sentence_bounds and lengths do not fit the words");
+        goto release;
+    }
+    for (Py_ssize_t w = 0; w < n_words; w++)
+        if (ids[w] < 0 || ids[w] >= n_words_cached) {
+            PyErr_Format(PyExc_ValueError, "gather_pieces: word %zd has id %lld, not a cached word", w,
+                         (long long)ids[w]);
+            goto release;
+        }
+    int64_t total;
+    Py_BEGIN_ALLOW_THREADS
+    total = gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, NULL);
+    if (with_flat && b[5].shape[0] >= total) gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, b[5].buf);
+    Py_END_ALLOW_THREADS
+    if (with_flat && b[5].shape[0] < total)
+        PyErr_Format(PyExc_ValueError, "gather_pieces: flat holds %zd pieces, %lld needed", b[5].shape[0],
+                     (long long)total);
+    else
+        result = PyLong_FromLongLong(total);
+release:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"look_up", look_up, METH_VARARGS,
+     "look_up(raw, n, hash_table, main_hashes, main_ids, main_buckets, main_shift, recent_hashes, recent_ids,\n"
+     "        recent_buckets, recent_shift, byte_bounds, word_bytes, text, chars, starts, ends, hashes, ids,\n"
+     "        sentence_bounds) -> (n_words, n_chars, longest)\n\n"
+     "Splits `raw` (n sentences joined by newlines) into words, writes the lowercased bytes (text), the words'\n"
+     "bytes back to back (chars), each word's span, hash and cached id (-1 where not cached) and each sentence's\n"
+     "first word. A word longer than hash_table has positions for gets a wrong hash: the caller checks `longest`\n"
+     "and calls again with a longer table. Releases the GIL while it works."},
+    {"gather_pieces", gather_pieces, METH_VARARGS,
+     "gather_pieces(ids, sentence_bounds, piece_bounds, pieces, lengths, flat) -> total\n\n"
+     "The pieces of each sentence whose words all have cached ids: their number per sentence into lengths, and\n"
+     "(unless flat is None) the pieces back to back into flat. Returns the number of pieces. Releases the GIL."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_words",
+    .m_doc = "The word cache's look-up of a batch of sentences.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__words(void) { return PyModule_Create(&module); }
