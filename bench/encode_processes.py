@@ -3,17 +3,17 @@
 Part 1, `psp_hf.load(folder).encode(sentences, num_threads=1 or 2)` (default arguments otherwise) on real STS
 sentences, in fresh processes of five kinds: only psp_hf imported; torch imported first with its default thread
 count; `torch.set_num_threads(1)`; `torch.set_num_threads(2)`; transformers and sentence-transformers imported
-first. (Each pools with psp's compiled kernel; `PSP_POOLING_KERNEL=0` in the environment pools as an install without
-it does: torch's `embedding_bag` where torch is loaded, else numpy.) Beside them, the same folder through
-`SentenceTransformer(folder).encode` (its sentence-transformers layout, default arguments) and through transformers'
-`AutoModel` + `AutoTokenizer` (trust_remote_code, padded batches of 1024, as the README shows it; and with
-`output_token_embeddings=False`), on a copy of the folder saved by this checkout (so that its remote code and layout
-are the current ones). Every kind runs `--rounds` times, one fresh process per kind per round, the kinds taking
-turns, so that load from other programs falls on all of them alike; each process warms up and then times `--repeats`
-encodes per thread count, alternating the counts. The table gives the median of all timed encodes of a kind and the
-spread of the per-process medians; "sentences/CPU-s" (CPU seconds of the whole process) and "cores used" (CPU
-seconds per wall second) show what a run got from a machine that others share: a second thread only helps when a
-second core is free.
+first. (Each runs psp's C kernels, the word look-up and pooling; `PSP_C_KERNELS=0` in the environment runs as an
+install without them does: numpy's word look-up, torch's `embedding_bag` where torch is loaded, else numpy.) Beside
+them, the same folder through `SentenceTransformer(folder).encode` (its sentence-transformers layout, default
+arguments) and through transformers' `AutoModel` + `AutoTokenizer` (trust_remote_code, padded batches of 1024, as
+the README shows it; and with `output_token_embeddings=False`), on a copy of the folder saved by this checkout (so
+that its remote code and layout are the current ones). Every kind runs `--rounds` times, one fresh process per kind
+per round, the kinds taking turns, so that load from other programs falls on all of them alike; each process warms
+up and then times `--repeats` encodes per thread count, alternating the counts. The table gives the median of all
+timed encodes of a kind and the spread of the per-process medians; "sentences/CPU-s" (CPU seconds of the whole
+process) and "cores used" (CPU seconds per wall second) show what a run got from a machine that others share: a
+second thread only helps when a second core is free.
 
 Part 2, end to end (process start, read, tokenize, pool, write): `psp embed` with its default `--threads` on the
 first `--wiki-lines` sentences of PSP_DATA's Wikipedia text, beside a script that does the same with model2vec's

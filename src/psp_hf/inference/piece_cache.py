@@ -20,6 +20,7 @@ them.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +33,8 @@ from .word_tokenizer import REFUSED, WordTokenizer
 try:  # built from _words.c at install time; optional, like the pooling kernel
     from . import _words as _words_kernel
 except ImportError:
+    _words_kernel = None
+if os.environ.get("PSP_C_KERNELS", "1") == "0":  # as in psp_hf.inference.pooling
     _words_kernel = None
 
 __all__ = ["WordPieceCache", "concatenated_ranges", "merge_groups", "plain_sentences", "split_plain"]

@@ -24,8 +24,8 @@ try:  # built from _pooling.c at install time; optional, so an install without a
 except ImportError:
     _kernel = None
     logger.debug("psp's pooling kernel was not built (no C compiler at install): torch or numpy pools instead")
-# PSP_POOLING_KERNEL=0 pools as an install without the kernel would (for comparisons: bench/encode_processes.py).
-if os.environ.get("PSP_POOLING_KERNEL", "1") == "0":
+# PSP_C_KERNELS=0 runs as an install without a C compiler would (for comparisons: bench/encode_processes.py).
+if os.environ.get("PSP_C_KERNELS", "1") == "0":
     _kernel = None
 _KERNEL_MODES = {"mean": 0, "sum": 1, "max": 2}
 
