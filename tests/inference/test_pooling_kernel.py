@@ -163,3 +163,13 @@ def test_the_kernel_can_be_switched_off_for_comparisons():
     code = "from psp_hf.inference import piece_cache, pooling; print(pooling.backend(), piece_cache._words_kernel)"
     assert _run(code, PSP_C_KERNELS="0").split() == ["numpy", "None"]
     assert _run(code).startswith("kernel <module 'psp_hf.inference._words'")
+
+
+def test_the_unknown_rule_in_the_kernel_refuses_offsets_it_cannot_follow():
+    flat = np.array([0, 3, 2, 0], dtype=np.int64)
+    with pytest.raises(ValueError, match="offsets must start at 0 and rise to at most 4"):
+        pooling.apply_unknown_rule(flat, np.array([0, 5], dtype=np.int64), 0, 2)
+    with pytest.raises(ValueError, match="offsets must start at 0"):
+        pooling.apply_unknown_rule(flat, np.array([1, 2], dtype=np.int64), 0, 2)
+    ids, offsets = pooling.apply_unknown_rule(flat, np.array([0, 2, 3, 3], dtype=np.int64), 0, 2)
+    assert ids.tolist() == [3, 0, 0, 0] and offsets.tolist() == [0, 1, 2, 3]  # bags [0 3], [2], [], [0]
