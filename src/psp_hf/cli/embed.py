@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         n_rows = 0
         for batch in read_ahead(lines):
             prepare_bulk(n_rows + len(batch))
-            good = [text for text in batch if text is not None]
+            good = batch if None not in batch else [text for text in batch if text is not None]
             embeddings = model.encode(
                 good, batch_size=args.batch_size, normalize_embeddings=args.normalize, num_threads=args.threads
             )
