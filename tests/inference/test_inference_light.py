@@ -153,10 +153,20 @@ def test_sentences_of_only_unknown_characters_get_the_unknown_piece(folder):
     assert not np.allclose(mixed, unk_row)
 
 
-def test_lone_surrogate_names_the_index(folder):
+@pytest.mark.parametrize("kernel", [True, False], ids=["c", "python"])
+def test_bad_sentences_are_named_by_index(folder, kernel, monkeypatch):
+    from psp_hf.inference import piece_cache
+
+    if not kernel:
+        monkeypatch.setattr(piece_cache, "_words_kernel", None)
     encoder = psp_hf.load(folder)
-    with pytest.raises(ValueError, match=r"sentences\[1\] has a lone surrogate"):
+    with pytest.raises(ValueError, match=r"sentences\[1\] has a lone surrogate '\\ud800' at character 4"):
         encoder.encode(["fine", "bad \ud800 text"])
+    with pytest.raises(ValueError, match=r"sentences\[2\] has a lone surrogate"):
+        encoder.encode(("caf\u00e9", "\U0001f600 ok", "x\udfff"))  # 1-, 4- and 2-byte strings
+    with pytest.raises(TypeError, match=r"sentences\[3\] is bytes, expected str"):
+        encoder.encode(["a", "b", "c", b"d", 5])
+    assert encoder.encode(["caf\u00e9", "\U0001f600 ok", "\u4e2d\u6587"]).shape[0] == 3
 
 
 # --------------------------------------------------------------------------------------------- bad folders

@@ -1,4 +1,4 @@
-/* The word cache's look-up of one batch in one call: split the batch's bytes into words, lowercase and hash them,
+/* The text side of encode in C: checking the sentences, and the word cache's look-up of one batch in one call: split the batch's bytes into words, lowercase and hash them,
  * find each in the cache's hash indexes and check it byte for byte, with the GIL released. It does what
  * psp_hf.inference.piece_cache does with numpy (_split_words, _hash_words, _HashIndex.lookup, _verified_ids) and
  * gives the same arrays; the numpy code remains for installs without a C compiler, and tests compare the two.
@@ -216,6 +216,33 @@ release:
     return result;
 }
 
+/* Whether a string holds a lone surrogate (which UTF-8 cannot encode): only 2- and 4-byte strings can. */
+static int has_surrogate(PyObject *text) {
+    int kind = PyUnicode_KIND(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) return 0;
+    for (Py_ssize_t k = 0; k < length; k++) {
+        Py_UCS4 character = PyUnicode_READ(kind, data, k);
+        if (character >= 0xD800 && character <= 0xDFFF) return 1;
+    }
+    return 0;
+}
+
+static PyObject *first_bad_sentence(PyObject *Py_UNUSED(self), PyObject *sentences) {
+    if (!PyList_Check(sentences) && !PyTuple_Check(sentences)) {
+        PyErr_SetString(PyExc_TypeError, "first_bad_sentence takes a list or a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(sentences);
+    PyObject **items = PySequence_Fast_ITEMS(sentences);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = items[k];
+        if (!PyUnicode_Check(item) || (!PyUnicode_IS_ASCII(item) && has_surrogate(item))) return PyLong_FromSsize_t(k);
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyMethodDef methods[] = {
     {"look_up", look_up, METH_VARARGS,
      "look_up(raw, n, hash_table, main_hashes, main_ids, main_buckets, main_shift, recent_hashes, recent_ids,\n"
@@ -225,6 +252,11 @@ static PyMethodDef methods[] = {
      "bytes back to back (chars), each word's span, hash and cached id (-1 where not cached) and each sentence's\n"
      "first word. A word longer than hash_table has positions for gets a wrong hash: the caller checks `longest`\n"
      "and calls again with a longer table. Releases the GIL while it works."},
+    {"first_bad_sentence", first_bad_sentence, METH_O,
+     "first_bad_sentence(sentences) -> index\n\n"
+     "The index of the first item of a list or tuple that is not a str or holds a lone surrogate (not valid\n"
+     "Unicode text), -1 when there is none: encode's input check in one pass over the items (ASCII strings are\n"
+     "known at once)."},
     {"gather_pieces", gather_pieces, METH_VARARGS,
      "gather_pieces(ids, sentence_bounds, piece_bounds, pieces, lengths, flat) -> total\n\n"
      "The pieces of each sentence whose words all have cached ids: their number per sentence into lengths, and\n"
