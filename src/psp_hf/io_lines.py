@@ -7,11 +7,14 @@ import os
 import zlib
 from collections.abc import Iterator
 
+import numpy as np
+
 from .errors import PSPInputError
 from .io import MAX_LINE_BYTES, TruncatedInputError, open_binary, too_long_message
 
 # `iter_line_blocks` reads about this many bytes at a time.
 LINE_BLOCK_BYTES = 1 << 22
+_NEWLINE = 10
 
 
 def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTES) -> Iterator[tuple[int, list]]:
@@ -36,25 +39,27 @@ def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTE
                     rest = block
                     continue
                 rest = block[end:]
-                raw_lines = block[: end - 1 if block[end - 1 : end] == b"\n" else end].split(b"\n")
-                lengths = list(map(len, raw_lines))
-                longest = max(lengths)
-                if longest > MAX_LINE_BYTES:
-                    raise PSPInputError(too_long_message(path, number + lengths.index(longest)))
-                yield number, _decoded_lines(block[:end], raw_lines)
-                number += len(raw_lines)
+                body = block[: end - 1 if block[end - 1 : end] == b"\n" else end]
+                # Line count and longest line from the newlines' positions (numpy, not a bytes object per line).
+                bounds = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == _NEWLINE)
+                lengths = np.diff(bounds, prepend=-1, append=len(body)) - 1
+                if lengths.max() > MAX_LINE_BYTES:
+                    longest = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
+                    raise PSPInputError(too_long_message(path, number + longest))
+                yield number, _decoded_lines(block[:end], body)
+                number += len(lengths)
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
             raise TruncatedInputError(f"{path}:{number}: cannot read further: broken gzip data ({error})") from None
 
 
-def _decoded_lines(block: bytes, raw_lines: list[bytes]) -> list:
-    """`raw_lines` (the lines of `block`) as text with their line endings removed; a line that is not UTF-8 stays
-    bytes."""
+def _decoded_lines(block: bytes, body: bytes) -> list:
+    """The lines of `block` (`body`: the block without its last newline) as text with their line endings removed; a
+    line that is not UTF-8 stays bytes."""
     try:
         text = block.decode("utf-8")
     except UnicodeDecodeError:
         lines: list = []
-        for raw in raw_lines:
+        for raw in body.split(b"\n"):
             try:
                 lines.append(raw.rstrip(b"\r").decode("utf-8"))
             except UnicodeDecodeError:

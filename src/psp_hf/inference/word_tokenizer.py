@@ -47,10 +47,13 @@ class WordTokenizer:
         article). A string whose pieces do not show that many starts (a part segmented as one unknown piece that
         swallowed the mark) is tokenized word by word instead.
         """
-        found = [1 if word.isascii() else self._parts(word) for word in words]  # None: refused
-        accepted = np.flatnonzero(np.fromiter((p is not None for p in found), dtype=bool, count=len(words)))
-        texts = words if len(accepted) == len(words) else [words[k] for k in accepted.tolist()]
-        parts = np.fromiter((p for p in found if p is not None), dtype=np.int64, count=len(accepted))
+        if b"".join(words).isascii():  # one check for the usual list (English text): every word one part
+            accepted, texts, parts = np.arange(len(words)), words, np.ones(len(words), dtype=np.int64)
+        else:
+            found = [1 if word.isascii() else self._parts(word) for word in words]  # None: refused
+            accepted = np.flatnonzero(np.fromiter((p is not None for p in found), dtype=bool, count=len(words)))
+            texts = words if len(accepted) == len(words) else [words[k] for k in accepted.tolist()]
+            parts = np.fromiter((p for p in found if p is not None), dtype=np.int64, count=len(accepted))
         lengths = np.ones(len(words), dtype=np.int64)  # a refused word: one piece, REFUSED
         pieces_of: list[np.ndarray] = []
         starts_word = self._word_starts()
