@@ -112,9 +112,10 @@ def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progre
                         shared.preparing -= 1
                         shared.changed.notify_all()
                     continue
-                with shared.changed:
-                    shared.done_rows += stop - start
-                    shared.changed.notify_all()
+                if progress is not None:  # only the caller's progress bar waits for this
+                    with shared.changed:
+                        shared.done_rows += stop - start
+                        shared.changed.notify_all()
         except BaseException as error:  # handed to the caller's thread, which re-raises it
             with shared.changed:
                 shared.error = shared.error or error
@@ -131,14 +132,19 @@ def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progre
     shared.running = len(threads)
     for thread in threads:
         thread.start()
-    reported = 0
+    reported, error = 0, None
     try:
-        while True:
+        if progress is None:
+            # Nothing to report meanwhile: waking the caller's thread after every batch cost the workers the GIL.
+            for thread in threads:
+                thread.join()
+            error = shared.error
+        while progress is not None:
             with shared.changed:
                 while shared.running and shared.done_rows == reported and shared.error is None:
                     shared.changed.wait()
                 done, running, error = shared.done_rows, shared.running, shared.error
-            if progress is not None and done > reported:
+            if done > reported:
                 progress.update(done - reported)
             reported = done
             if error is not None or not running:

@@ -200,6 +200,11 @@ def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndar
     return np.cumsum(steps)  # not out=steps: an in-place running sum holds the GIL
 
 
+def look_up_in_c() -> bool:
+    """Whether a batch's words are looked up by the C function (built at install) rather than numpy's steps."""
+    return _words_kernel is not None
+
+
 def _look_up(snapshot: _Snapshot, raw: np.ndarray, n: int) -> tuple[_Words, np.ndarray]:
     """The words of `n` sentences (`raw`: as `split_plain` gives them) and their ids in `snapshot`, -1 for a word not
     cached: one call of the C function where it was built, else the numpy steps."""
