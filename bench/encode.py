@@ -41,15 +41,17 @@ def build_model(vocab: int, dim: int) -> Path:
 def measure(engine: str, folder: str, n_sentences: int, repeats: int, thread_counts: list[int]) -> list[dict]:
     """Runs inside a child process (one tokenizer thread: parallelism is what `num_threads` asks for).
 
-    "psp-hf" loads torch first (as a training or notebook process has), so encode pools with torch's
-    embedding_bag; "psp-hf numpy" never imports torch (the light path of `psp embed` on a small file).
+    "psp-hf" loads torch first (as a training or notebook process has) and runs psp's C kernels (word look-up
+    and pooling), as every install with a C compiler does. The two "no-C" engines run as an install without them
+    (`PSP_C_KERNELS=0`): "psp-hf no-C torch" pools with torch's embedding_bag, "psp-hf no-C numpy" never imports
+    torch and pools with numpy.
     """
     import numpy as np
 
     from psp_hf import PSPEncoder
     from psp_hf.data_folder import sts_sentences
 
-    if engine == "psp-hf":
+    if engine in ("psp-hf", "psp-hf no-C torch"):
         import torch
 
         # Parallelism comes from encode's batch threads; one torch thread each avoids oversubscription.
@@ -114,7 +116,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--engines", default="psp-hf,psp-hf numpy,model2vec")
+    parser.add_argument("--engines", default="psp-hf,psp-hf no-C torch,psp-hf no-C numpy,model2vec")
     parser.add_argument("--child", nargs=2, metavar=("ENGINE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
@@ -135,7 +137,8 @@ def main() -> None:
     for engine in args.engines.split(","):
         command = [sys.executable, __file__, "--sentences", str(args.sentences), "--repeats", str(args.repeats)]
         command += ["--threads", args.threads, "--child", engine, str(folder)]
-        child = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        kernels = {"PSP_C_KERNELS": "0"} if "no-C" in engine else {}
+        child = subprocess.run(command, env=env | kernels, check=True, capture_output=True, text=True)
         results += json.loads(child.stdout.strip().splitlines()[-1])
     print("\n| threads | engine | sentences/s | cores used | sentences/CPU-s | ratio psp-hf / model2vec |")
     print("|---|---|---|---|---|---|")
