@@ -46,17 +46,17 @@ def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTE
                 if lengths.max() > MAX_LINE_BYTES:
                     longest = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
                     raise PSPInputError(too_long_message(path, number + longest))
-                yield number, _decoded_lines(block[:end], body)
+                yield number, _decoded_lines(body)
                 number += len(lengths)
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:
             raise TruncatedInputError(f"{path}:{number}: cannot read further: broken gzip data ({error})") from None
 
 
-def _decoded_lines(block: bytes, body: bytes) -> list:
-    """The lines of `block` (`body`: the block without its last newline) as text with their line endings removed; a
-    line that is not UTF-8 stays bytes."""
+def _decoded_lines(body: bytes) -> list:
+    """The lines of `body` (a block of whole lines without its last newline) as text with their line endings
+    removed; a line that is not UTF-8 stays bytes."""
     try:
-        text = block.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
         lines: list = []
         for raw in body.split(b"\n"):
@@ -65,5 +65,5 @@ def _decoded_lines(block: bytes, body: bytes) -> list:
             except UnicodeDecodeError:
                 lines.append(raw.rstrip(b"\r"))
         return lines
-    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+    lines = text.split("\n")
     return [line.rstrip("\r") for line in lines] if "\r" in text else lines
