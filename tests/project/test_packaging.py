@@ -23,3 +23,27 @@ def test_pyproject_lists_every_package_of_src():
     assert packages - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     # The two folders outside src/ come in through package-dir.
     assert listed - packages == {"psp_hf.modeling", "psp_hf.hub_cards"}
+
+
+def test_the_built_wheel_holds_the_compiled_kernels_and_the_sdist_their_sources(tmp_path):
+    import subprocess
+    import sys
+    import tarfile
+    import zipfile
+
+    # No build isolation: setuptools is the venv's own (no download), as in `pip install -e .`.
+    for kind in ("wheel", "sdist"):
+        command = [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w"]
+        if kind == "sdist":
+            command = [sys.executable, "setup.py", "-q", "sdist", "-d"]
+        subprocess.run([*command, str(tmp_path / kind)], cwd=ROOT, check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheel").glob("psp_hf-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    for kernel in ("_pooling", "_words"):
+        assert any(re.fullmatch(rf"psp_hf/inference/{kernel}\.[\w.-]+\.(so|pyd)", name) for name in names), kernel
+    (sdist,) = (tmp_path / "sdist").glob("psp_hf-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        sources = archive.getnames()
+    for kernel in ("_pooling", "_words"):
+        assert any(name.endswith(f"src/psp_hf/inference/{kernel}.c") for name in sources), kernel
