@@ -155,10 +155,10 @@ def test_sentences_of_only_unknown_characters_get_the_unknown_piece(folder):
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["c", "python"])
 def test_bad_sentences_are_named_by_index(folder, kernel, monkeypatch):
-    from psp_hf.inference import piece_cache
+    from psp_hf.inference import batch_words
 
     if not kernel:
-        monkeypatch.setattr(piece_cache, "_words_kernel", None)
+        monkeypatch.setattr(batch_words, "_words_kernel", None)
     encoder = psp_hf.load(folder)
     with pytest.raises(ValueError, match=r"sentences\[1\] has a lone surrogate '\\ud800' at character 4"):
         encoder.encode(["fine", "bad \ud800 text"])

@@ -160,7 +160,7 @@ def test_a_bulk_job_does_not_import_torch_when_the_kernel_pools():
 
 
 def test_the_kernel_can_be_switched_off_for_comparisons():
-    code = "from psp_hf.inference import piece_cache, pooling; print(pooling.backend(), piece_cache._words_kernel)"
+    code = "from psp_hf.inference import batch_words, pooling; print(pooling.backend(), batch_words._words_kernel)"
     assert _run(code, PSP_C_KERNELS="0").split() == ["numpy", "None"]
     assert _run(code).startswith("kernel <module 'psp_hf.inference._words'")
 

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from psp_hf.inference import piece_cache
+from psp_hf.inference import batch_words, piece_cache
 from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
 from psp_hf.tokenizer import train_tokenizer
 
@@ -19,17 +19,17 @@ CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs ru
 def look_up(request, monkeypatch):
     """Each test runs with the C look-up of a batch's words (what installs with a compiler get) and without."""
     if request.param == "numpy":
-        monkeypatch.setattr(piece_cache, "_words_kernel", None)
+        monkeypatch.setattr(batch_words, "_words_kernel", None)
     else:
-        assert piece_cache._words_kernel is not None  # the install built it (CI's machines have a compiler)
+        assert batch_words._words_kernel is not None  # the install built it (CI's machines have a compiler)
     return request.param
 
 
 def few_hash_bits(monkeypatch) -> None:
     """Hashes of a few bits: nearly every word collides with a cached one, so the byte check decides everything.
     Done on the hash table, which both look-ups read."""
-    real = piece_cache._hash_table
-    monkeypatch.setattr(piece_cache, "_hash_table", lambda positions: real(positions) & np.uint64(3))
+    real = batch_words._hash_table
+    monkeypatch.setattr(batch_words, "_hash_table", lambda positions: real(positions) & np.uint64(3))
 
 
 @pytest.fixture(scope="module")
@@ -254,12 +254,12 @@ def test_the_c_look_up_gives_the_numpy_steps_arrays(backend, look_up):
     sentences = random_sentences(120, 8) + ["X" * 200 + " é Ab"]  # a word past the first hash table's positions
     _, raw = piece_cache.split_plain(sentences)
     snapshot = cache._snapshot
-    words, ids = piece_cache._look_up(snapshot, raw, len(sentences))
-    numpy_words = piece_cache._split_words(raw, len(sentences))
-    numpy_ids = piece_cache._verified_ids(snapshot, numpy_words, np.arange(len(numpy_words.starts)))
+    words, ids = batch_words.look_up(snapshot, raw, len(sentences))
+    numpy_words = batch_words._split_words(raw, len(sentences))
+    numpy_ids = batch_words.verified_ids(snapshot, numpy_words, np.arange(len(numpy_words.starts)))
     for field in ("text", "chars", "starts", "ends", "hashes", "sentence_bounds"):
         np.testing.assert_array_equal(getattr(words, field), getattr(numpy_words, field), err_msg=field)
     np.testing.assert_array_equal(ids, numpy_ids)
     assert (ids >= 0).any() and (ids < 0).any()
     with pytest.raises(ValueError, match="must hold 3 sentences"):
-        piece_cache._look_up(snapshot, np.frombuffer(b"one\ntwo", dtype=np.uint8), 3)
+        batch_words.look_up(snapshot, np.frombuffer(b"one\ntwo", dtype=np.uint8), 3)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import native_panics
-from . import piece_cache
+from . import batch_words
 
 
 def portable_tokenizer_class(directory: Path) -> None:
@@ -90,10 +90,10 @@ def checked_output(out, batch_size, n: int, width: int) -> np.ndarray:
 def check_sentences(sentences: Sequence) -> None:
     """Every item a string that UTF-8 can encode; errors name the index."""
     first = 0
-    if piece_cache._words_kernel is not None and isinstance(sentences, (list, tuple)):
+    if batch_words._words_kernel is not None and isinstance(sentences, (list, tuple)):
         # One pass over the items in C, without the joined text below (that was a serial step before encode's
         # threads start: an eighth of a one-thread encode of short sentences).
-        first = piece_cache._words_kernel.first_bad_sentence(sentences)
+        first = batch_words._words_kernel.first_bad_sentence(sentences)
         if first < 0:
             return
     else:

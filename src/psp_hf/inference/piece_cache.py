@@ -12,7 +12,7 @@ A batch is handled as one byte array (UTF-8): words are found, their ASCII lette
 looked up in a sorted hash index and then compared byte for byte with the stored word, so the result is exact (a
 hash collision only costs a fresh tokenization). Finding, hashing and looking up a batch's words is one call of a
 small C function (`_words.c`, compiled at install) that releases the GIL, so threads encoding separate batches
-overlap; without it the same steps run as numpy calls (`_split_words`, `_verified_ids`). Readers use an immutable
+overlap; without it the same steps run as numpy calls (both in `batch_words.py`). Readers use an immutable
 snapshot of the cache; only adding words takes a lock. The cache is bounded: once full it keeps the words it has
 (the frequent ones come first in any sizeable text) and tokenizes the words it lacks batch by batch, without storing
 them.
@@ -20,93 +20,17 @@ them.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .sentence_bytes import NEWLINE, plain_sentences, split_plain
+from .batch_words import Words, concatenated_ranges, gathered, look_up, look_up_in_c, verified_ids
+from .sentence_bytes import plain_sentences, split_plain
 from .word_tokenizer import REFUSED, WordTokenizer
 
-try:  # built from _words.c at install time; optional, like the pooling kernel
-    from . import _words as _words_kernel
-except ImportError:
-    _words_kernel = None
-if os.environ.get("PSP_C_KERNELS", "1") == "0":  # as in psp_hf.inference.pooling
-    _words_kernel = None
-
-__all__ = ["WordPieceCache", "concatenated_ranges", "merge_groups", "plain_sentences", "split_plain"]
-
-
-def _splitmix64(keys: np.ndarray) -> np.ndarray:
-    """SplitMix64's output function: a well-spread 64-bit value for each key."""
-    z = keys * np.uint64(0x9E3779B97F4A7C15)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-_table_lock = threading.Lock()
-_table = _splitmix64(np.arange(1, 64 * 256 + 1, dtype=np.uint64))
-
-
-def _hash_table(positions: int) -> np.ndarray:
-    """A random 64-bit value per (position in a word, byte): entry 256 * position + byte. Tabulation hashing; a
-    prefix never changes as the table grows for longer words."""
-    global _table
-    table = _table
-    if len(table) < 256 * positions:
-        with _table_lock:
-            if len(_table) < 256 * positions:
-                size = max(256 * positions, 2 * len(_table))
-                _table = _splitmix64(np.arange(1, size + 1, dtype=np.uint64))
-            table = _table
-    return table
-
-
-@dataclass(frozen=True)
-class _Words:
-    """The words of one batch: lowercased bytes, word spans, hashes, and the first word of each sentence."""
-
-    text: np.ndarray  # uint8, lowercased, sentences joined by newlines
-    chars: np.ndarray  # the bytes of `text` that belong to words, word after word
-    starts: np.ndarray
-    ends: np.ndarray
-    hashes: np.ndarray
-    sentence_bounds: np.ndarray  # words of sentence i: sentence_bounds[i]:sentence_bounds[i + 1]
-
-
-def _split_words(raw: np.ndarray, n: int) -> _Words:
-    """Words of `n` sentences without control characters, `raw` their UTF-8 bytes joined by newlines."""
-    newlines = np.flatnonzero(raw == NEWLINE)
-    upper = (raw >= 65) & (raw <= 90)
-    low = raw | (upper.view(np.uint8) << np.uint8(5))
-    padded = np.zeros(len(raw) + 2, dtype=np.int8)  # not np.diff(prepend=...): its concatenation holds the GIL
-    padded[1:-1] = raw > 32
-    edges = padded[1:] - padded[:-1]
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
-    sentence_bounds = np.empty(n + 1, dtype=np.int64)
-    sentence_bounds[0], sentence_bounds[-1] = 0, len(starts)
-    sentence_bounds[1:-1] = np.searchsorted(starts, newlines)
-    chars = low[raw > 32]
-    return _Words(low, chars, starts, ends, _hash_words(chars, ends - starts), sentence_bounds)
-
-
-def _hash_words(chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """A 64-bit hash per word (`chars`: words back to back, `lengths` >= 1 each): the sum of one random value
-    per (position, byte) of the word."""
-    if len(lengths) == 0:
-        return np.zeros(0, dtype=np.uint64)
-    firsts = _run_starts(lengths)
-    keys = concatenated_ranges(np.zeros_like(lengths), lengths, firsts)
-    keys <<= 8
-    keys += chars
-    return np.add.reduceat(_hash_table(int(lengths.max()))[keys], firsts)
+__all__ = ["WordPieceCache", "concatenated_ranges", "look_up_in_c", "merge_groups", "plain_sentences", "split_plain"]
 
 
 class _HashIndex:
@@ -174,92 +98,6 @@ class _Snapshot:
         return ids
 
 
-def _run_starts(lengths: np.ndarray) -> np.ndarray:
-    """Where each of consecutive runs of these lengths starts."""
-    firsts = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=firsts[1:])
-    return firsts
-
-
-def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray, firsts: np.ndarray | None = None) -> np.ndarray:
-    """Concatenated `arange(start, start + length)` for each pair (`firsts`: `_run_starts(lengths)` if known).
-
-    A running sum of steps: 1 inside a range, a jump at the first element of each. `np.repeat` would be shorter
-    but holds the GIL, and this runs on every batch of every thread.
-    """
-    if firsts is None:
-        firsts = _run_starts(lengths)
-    total = int(firsts[-1] + lengths[-1]) if len(lengths) else 0
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    nonempty = lengths > 0
-    starts, firsts, lengths = starts[nonempty], firsts[nonempty], lengths[nonempty]
-    steps = np.ones(total, dtype=np.int64)
-    steps[0] = starts[0]
-    steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
-    return np.cumsum(steps)  # not out=steps: an in-place running sum holds the GIL
-
-
-def look_up_in_c() -> bool:
-    """Whether a batch's words are looked up by the C function (built at install) rather than numpy's steps."""
-    return _words_kernel is not None
-
-
-def _look_up(snapshot: _Snapshot, raw: np.ndarray, n: int) -> tuple[_Words, np.ndarray]:
-    """The words of `n` sentences (`raw`: as `split_plain` gives them) and their ids in `snapshot`, -1 for a word not
-    cached: one call of the C function where it was built, else the numpy steps."""
-    if _words_kernel is None:
-        words = _split_words(raw, n)
-        return words, _verified_ids(snapshot, words, np.arange(len(words.starts)))
-    capacity = len(raw) // 2 + 1  # a word and a separator: at least two bytes each
-    text, chars = np.empty(len(raw), dtype=np.uint8), np.empty(len(raw), dtype=np.uint8)
-    starts, ends, ids = (np.empty(capacity, dtype=np.int64) for _ in range(3))
-    hashes, bounds = np.empty(capacity, dtype=np.uint64), np.empty(n + 1, dtype=np.int64)
-    main, recent = snapshot.main, snapshot.recent
-    table = _hash_table(1)
-    while True:
-        n_words, n_chars, longest = _words_kernel.look_up(
-            raw, n, table, main.hashes, main.ids, main.bucket_starts, int(main.shift), recent.hashes, recent.ids,
-            recent.bucket_starts, int(recent.shift), snapshot.byte_bounds, snapshot.word_bytes,
-            text, chars, starts, ends, hashes, ids, bounds,
-        )  # fmt: skip
-        if 256 * longest <= len(table):
-            break
-        table = _hash_table(longest)  # a word longer than any before: again, with a table that covers it
-    words = _Words(text, chars[:n_chars], starts[:n_words], ends[:n_words], hashes[:n_words], bounds)
-    return words, ids[:n_words]
-
-
-def _gathered(snapshot: _Snapshot, words: _Words, ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """`(flat, lengths)` of `n` sentences whose words all have ids in `snapshot`, by the C function."""
-    piece_bounds = snapshot.piece_bounds[: snapshot.n_words + 1]
-    lengths = np.empty(n, dtype=np.int64)
-    total = _words_kernel.gather_pieces(ids, words.sentence_bounds, piece_bounds, snapshot.pieces, lengths, None)
-    flat = np.empty(total, dtype=np.int64)
-    _words_kernel.gather_pieces(ids, words.sentence_bounds, piece_bounds, snapshot.pieces, lengths, flat)
-    return flat, lengths
-
-
-def _verified_ids(snapshot: _Snapshot, words: _Words, which: np.ndarray) -> np.ndarray:
-    """Word ids of `words` at positions `which`, -1 for words not cached or whose hash matched another word."""
-    ids = snapshot.lookup(words.hashes[which])
-    found = np.flatnonzero(ids >= 0)
-    bounds = snapshot.byte_bounds
-    lengths = (words.ends - words.starts)[which[found]]
-    stored_starts = bounds[ids[found]]
-    same_length = bounds[ids[found] + 1] - stored_starts == lengths
-    if len(found) == len(words.starts) and same_length.all():  # the usual case: the batch's bytes in word order
-        text = words.chars
-    else:
-        ids[found[~same_length]] = -1
-        found, lengths, stored_starts = found[same_length], lengths[same_length], stored_starts[same_length]
-        text = words.text[concatenated_ranges(words.starts[which[found]], lengths)]
-    differs = text != snapshot.word_bytes[concatenated_ranges(stored_starts, lengths)]
-    if differs.any():
-        ids[found[np.repeat(np.arange(len(found)), lengths)[differs]]] = -1
-    return ids
-
-
 def _grown(buffer: np.ndarray, used: int, needed: int) -> np.ndarray:
     """`buffer` if it holds `needed` entries, else a larger copy of its first `used` entries."""
     if needed <= len(buffer):
@@ -321,12 +159,12 @@ class WordPieceCache:
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), None
         snapshot = self._snapshot
-        words, ids = _look_up(snapshot, raw, n)
+        words, ids = look_up(snapshot, raw, n)
         uncached = None
         if (ids < 0).any():
             snapshot, ids, uncached = self._add_missing(words, ids)
-        if uncached is None and _words_kernel is not None:
-            flat, lengths = _gathered(snapshot, words, ids, n)
+        if uncached is None and look_up_in_c():
+            flat, lengths = gathered(snapshot, words, ids, n)
         else:
             flat, lengths = self._assembled(snapshot, words, ids, uncached)
         if not len(flat) or flat.min() != REFUSED:
@@ -341,7 +179,7 @@ class WordPieceCache:
         return flat, lengths, refused
 
     @staticmethod
-    def _assembled(snapshot: _Snapshot, words: _Words, ids: np.ndarray, uncached: tuple | None):
+    def _assembled(snapshot: _Snapshot, words: Words, ids: np.ndarray, uncached: tuple | None):
         """`(flat, lengths)`: the pieces of the batch's words (`ids` in `snapshot`, or the `uncached` pieces
         `_add_missing` gave for words without an id) back to back, and the number of each sentence's pieces."""
         lengths = np.empty(len(ids), dtype=np.int64)
@@ -366,14 +204,14 @@ class WordPieceCache:
             flat[concatenated_ranges(word_ends[local], new)] = local_pieces[concatenated_ranges(local_starts, new)]
         return flat, np.diff(word_ends[words.sentence_bounds])
 
-    def _add_missing(self, words: _Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray, tuple | None]:
+    def _add_missing(self, words: Words, ids: np.ndarray) -> tuple[_Snapshot, np.ndarray, tuple | None]:
         """Tokenize the words not cached yet and publish a snapshot holding them; ids valid in that snapshot. When
         they do not fit, the snapshot is kept, their ids stay -1, and the third value holds their pieces: for
         each missing word (in order) its row in `(bounds, pieces)`."""
         with self._lock:
             snapshot = self._snapshot  # newer than the one `ids` came from, whose ids stay valid (append-only)
             missing = np.flatnonzero(ids < 0)
-            ids[missing] = _verified_ids(snapshot, words, missing)
+            ids[missing] = verified_ids(snapshot, words, missing)
             missing = np.flatnonzero(ids < 0)
             if not len(missing):
                 return snapshot, ids, None
@@ -383,7 +221,7 @@ class WordPieceCache:
             if snapshot.n_words + len(new_words) <= self._max_words and stored_bytes + new_bytes <= self._max_bytes:
                 snapshot = self._append(snapshot, new_words)
                 self._snapshot = snapshot
-                ids[missing] = _verified_ids(snapshot, words, missing)
+                ids[missing] = verified_ids(snapshot, words, missing)
                 # A word whose hash belongs to another cached word is stored but not indexed: take its id directly.
                 unresolved = missing[ids[missing] < 0]
                 if len(unresolved):
@@ -396,7 +234,7 @@ class WordPieceCache:
         return snapshot, ids, (which, bounds, pieces)
 
     @staticmethod
-    def _positions_in(words: _Words, which: np.ndarray, distinct: dict[bytes, int]):
+    def _positions_in(words: Words, which: np.ndarray, distinct: dict[bytes, int]):
         """For each word at positions `which`, its index among the keys of `distinct`."""
         index = {word: k for k, word in enumerate(distinct)}
         text = words.text.tobytes()
@@ -404,7 +242,7 @@ class WordPieceCache:
         return (index[text[start:end]] for start, end in spans)
 
     @staticmethod
-    def _distinct(words: _Words, which: np.ndarray) -> dict[bytes, int]:
+    def _distinct(words: Words, which: np.ndarray) -> dict[bytes, int]:
         """The distinct words at positions `which`, each with its hash."""
         text = words.text.tobytes()
         starts, ends, hashes = (array[which].tolist() for array in (words.starts, words.ends, words.hashes))
