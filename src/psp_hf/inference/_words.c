@@ -1,9 +1,11 @@
-/* The text side of encode in C: checking the sentences, and the word cache's look-up of one batch in one call: split the batch's bytes into words, lowercase and hash them,
- * find each in the cache's hash indexes and check it byte for byte, with the GIL released. It does what
- * psp_hf.inference.piece_cache does with numpy (_split_words, _hash_words, _HashIndex.lookup, _verified_ids) and
- * gives the same arrays; the numpy code remains for installs without a C compiler, and tests compare the two.
- * numpy's version is about twenty calls a batch, between which the GIL is held: two encode threads tokenizing side
- * by side spent much of their time waiting for each other (issue 33).
+/* The text side of encode in C, each call with the GIL released where it touches no Python object:
+ * - first_bad_sentence: encode's input check, one pass over the list's items;
+ * - look_up: one batch's words found, lowercased, hashed, looked up in the word cache's hash indexes and checked
+ *   byte for byte (what psp_hf.inference.batch_words does with numpy: _split_words, _hash_words, verified_ids);
+ * - gather_pieces: the cached pieces of a batch whose words are all cached.
+ * They give the same arrays as the numpy code, which remains for installs without a C compiler; tests compare the
+ * two. numpy's look-up is about twenty calls a batch with the GIL held between them: two encode threads tokenizing
+ * side by side spent much of their time waiting for each other (issue 33).
  *
  * Only the buffer protocol is used (no numpy headers).
  */
@@ -47,7 +49,7 @@ static inline int64_t find(const HashIndex *index, uint64_t hash) {
     return -1;
 }
 
-/* Arguments in the order psp_hf.inference.piece_cache passes them; see split_and_look_up's docstring. */
+/* Arguments in the order psp_hf.inference.batch_words.look_up passes them; see look_up's docstring below. */
 enum {
     RAW, HASH_TABLE, MAIN_HASHES, MAIN_IDS, MAIN_BUCKETS, RECENT_HASHES, RECENT_IDS, RECENT_BUCKETS, BYTE_BOUNDS,
     WORD_BYTES, TEXT, CHARS, STARTS, ENDS, HASHES, IDS, SENTENCE_BOUNDS, N_BUFFERS
