@@ -43,9 +43,9 @@ def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTE
                 # Line count and longest line from the newlines' positions (numpy, not a bytes object per line).
                 bounds = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == _NEWLINE)
                 lengths = np.diff(bounds, prepend=-1, append=len(body)) - 1
-                if lengths.max() > MAX_LINE_BYTES:
-                    longest = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
-                    raise PSPInputError(too_long_message(path, number + longest))
+                if lengths.max() > MAX_LINE_BYTES:  # the first line over the bound is the one named
+                    first_too_long = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
+                    raise PSPInputError(too_long_message(path, number + first_too_long))
                 yield number, _decoded_lines(body)
                 number += len(lengths)
         except (EOFError, gzip.BadGzipFile, zlib.error) as error:

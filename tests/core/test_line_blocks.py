@@ -75,6 +75,9 @@ def test_a_line_past_the_bound_is_refused_with_its_number(tmp_path, monkeypatch)
     for block_bytes in (3, 1 << 20):
         with pytest.raises(PSPInputError, match=r"long.txt:3: line longer than 10 bytes"):
             by_block(path, block_bytes)
+    path.write_bytes(b"short\n" + b"x" * 11 + b"\n" + b"z" * 30 + b"\n")  # two too long in one block: the first
+    with pytest.raises(PSPInputError, match=r"long.txt:2: line longer than 10 bytes"):
+        by_block(path, 1 << 20)
     path.write_bytes(b"ok\n" + b"y" * 40)  # no newline at all after line 1: refused before it is read whole
     with pytest.raises(PSPInputError, match=r"long.txt:2: line longer"):
         by_block(path, 4)
