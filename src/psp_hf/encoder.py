@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import PSPInputError
+from .inference.batch_words import look_up_in_c as word_look_up_in_c
 from .inference.batches import check_num_threads, run_batches
 from .inference.encoder_helpers import (
     FEW_SENTENCES,
@@ -30,7 +31,6 @@ from .inference.encoder_types import (
     new_model_encoder,
 )
 from .inference.piece_cache import WordPieceCache
-from .inference.piece_cache import look_up_in_c as word_look_up_in_c
 from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
 from .inference.pooling import backend as pooling_backend
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id

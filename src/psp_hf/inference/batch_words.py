@@ -128,6 +128,14 @@ def look_up_in_c() -> bool:
     return _words_kernel is not None
 
 
+def first_bad_sentence(sentences) -> int | None:
+    """By the C function, the index of the first item of `sentences` that is not a str or not valid Unicode (-1:
+    none); None where the function is not built or `sentences` is not a list or tuple (the caller checks itself)."""
+    if _words_kernel is None or not isinstance(sentences, (list, tuple)):
+        return None
+    return _words_kernel.first_bad_sentence(sentences)
+
+
 def look_up(snapshot: _Snapshot, raw: np.ndarray, n: int) -> tuple[Words, np.ndarray]:
     """The words of `n` sentences (`raw`: as `split_plain` gives them) and their ids in `snapshot`, -1 for a word not
     cached: one call of the C function where it was built, else the numpy steps."""

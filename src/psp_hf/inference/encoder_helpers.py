@@ -89,20 +89,19 @@ def checked_output(out, batch_size, n: int, width: int) -> np.ndarray:
 
 def check_sentences(sentences: Sequence) -> None:
     """Every item a string that UTF-8 can encode; errors name the index."""
-    first = 0
-    if batch_words._words_kernel is not None and isinstance(sentences, (list, tuple)):
-        # One pass over the items in C, without the joined text below (that was a serial step before encode's
-        # threads start: an eighth of a one-thread encode of short sentences).
-        first = batch_words._words_kernel.first_bad_sentence(sentences)
-        if first < 0:
-            return
-    else:
+    # One pass over the items in C where it was built, without the joined text below (that was a serial step
+    # before encode's threads start: an eighth of a one-thread encode of short sentences).
+    first = batch_words.first_bad_sentence(sentences)
+    if first is None:  # no kernel, or not a list or tuple
+        first = 0
         try:  # one pass in C for the usual case: all strings, all valid Unicode
             joined = "".join(sentences)
             if joined.isascii() or joined.encode("utf-8"):
                 return
         except (TypeError, UnicodeEncodeError):
             pass
+    elif first < 0:
+        return
     for index in range(first, len(sentences)):
         sentence = sentences[index]
         if not isinstance(sentence, str):

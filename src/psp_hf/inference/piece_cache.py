@@ -30,7 +30,7 @@ from .batch_words import Words, concatenated_ranges, gathered, look_up, look_up_
 from .sentence_bytes import plain_sentences, split_plain
 from .word_tokenizer import REFUSED, WordTokenizer
 
-__all__ = ["WordPieceCache", "concatenated_ranges", "look_up_in_c", "merge_groups", "plain_sentences", "split_plain"]
+__all__ = ["WordPieceCache", "concatenated_ranges", "merge_groups", "plain_sentences", "split_plain"]
 
 
 class _HashIndex:
