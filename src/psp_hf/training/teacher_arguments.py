@@ -87,7 +87,8 @@ class TeacherArguments:
         default=None,
         metadata=setting(
             "multilingual distillation of bitext: this sentence-transformers teacher (path or Hub id; 'default': "
-            "all-MiniLM-L6-v2; or e5-small, use-multilingual, e5-small+use-multilingual: docs/teachers.md) "
+            "all-MiniLM-L6-v2; or e5-small, e5-small-query, use-multilingual, e5-small+use-multilingual: "
+            "docs/teachers.md) "
             "labels the sentences into --teacher-cache (default OUTPUT_DIR/training/teacher-labels; labelled once, "
             "resumable); both sides of a pair learn its vectors as --bitext-targets says (an English-only teacher: "
             "teacher(English side)); implies --distill-weight 1 unless given",
