@@ -21,6 +21,6 @@ setup(
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         )
-        for name in ("_pooling", "_words")
+        for name in ("_pooling", "_words", "_unigram")
     ]
 )

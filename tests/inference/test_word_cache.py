@@ -1,5 +1,6 @@
 """The vectorised word cache: exact against the tokenizer, under hash collisions, when full, on concurrent threads;
-each test with the C look-up (`_words.c`) and with the numpy steps it replaces."""
+each test with the C look-up (`_words.c`) and C Unigram search of new words (`_unigram.c`), and with the numpy steps
+and the tokenizer they replace."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from psp_hf.inference import batch_words, piece_cache
+from psp_hf.inference import batch_words, piece_cache, unigram, word_tokenizer
 from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
 from psp_hf.tokenizer import train_tokenizer
 
@@ -17,11 +18,15 @@ CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs ru
 
 @pytest.fixture(autouse=True, params=["c", "numpy"])
 def look_up(request, monkeypatch):
-    """Each test runs with the C look-up of a batch's words (what installs with a compiler get) and without."""
+    """Each test runs with the C look-up of a batch's words and the C search of new words (what installs with a
+    compiler get; the search from the first new word on), and without either."""
     if request.param == "numpy":
         monkeypatch.setattr(batch_words, "_words_kernel", None)
+        monkeypatch.setattr(unigram, "_kernel", None)
     else:
-        assert batch_words._words_kernel is not None  # the install built it (CI's machines have a compiler)
+        # The install built them (CI's machines have a compiler).
+        assert batch_words._words_kernel is not None and unigram._kernel is not None
+        monkeypatch.setattr(word_tokenizer, "MIN_WORDS_FOR_C_SEARCH", 1)
     return request.param
 
 
@@ -66,11 +71,12 @@ def check(cache: WordPieceCache, backend, batch: list[str]) -> None:
     assert (flat.tolist(), lengths.tolist()) == expected(backend, batch)
 
 
-def test_cache_equals_tokenizer_across_batches(backend):
+def test_cache_equals_tokenizer_across_batches(backend, look_up):
     cache = WordPieceCache(backend)
     for seed in range(4):
         check(cache, backend, random_sentences(200, seed))
     assert len(cache) > 250
+    assert (cache._words._c_search is not None) == (look_up == "c")  # which search cut the new words
     flat, lengths = cache.encode([])
     assert flat.shape == lengths.shape == (0,)
 

@@ -40,10 +40,10 @@ def test_the_built_wheel_holds_the_compiled_kernels_and_the_sdist_their_sources(
     (wheel,) = (tmp_path / "wheel").glob("psp_hf-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    for kernel in ("_pooling", "_words"):
+    for kernel in ("_pooling", "_words", "_unigram"):
         assert any(re.fullmatch(rf"psp_hf/inference/{kernel}\.[\w.-]+\.(so|pyd)", name) for name in names), kernel
     (sdist,) = (tmp_path / "sdist").glob("psp_hf-*.tar.gz")
     with tarfile.open(sdist) as archive:
         sources = archive.getnames()
-    for kernel in ("_pooling", "_words"):
+    for kernel in ("_pooling", "_words", "_unigram"):
         assert any(name.endswith(f"src/psp_hf/inference/{kernel}.c") for name in sources), kernel
