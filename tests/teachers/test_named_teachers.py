@@ -1,5 +1,6 @@
 """Teachers by name (`--teacher e5-small`, `e5-small-query`, `use-multilingual`, `e5-small+use-multilingual`): the
-USE backend, the combined teacher, e5 with its "query: " prompt, the one-time e5 conversion, and caches that record their teacher and refuse another."""
+USE backend, the combined teacher, e5 with its "query: " prompt, the one-time e5 conversion, and caches that record
+their teacher and refuse another."""
 
 from __future__ import annotations
 
