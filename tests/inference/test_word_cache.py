@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from psp_hf.inference import batch_words, piece_cache, unigram, word_tokenizer
+from psp_hf.inference import batch_words, piece_cache, sentence_bytes, unigram, word_tokenizer
 from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
 from psp_hf.tokenizer import train_tokenizer
 
@@ -22,6 +22,7 @@ def look_up(request, monkeypatch):
     compiler get; the search from the first new word on), and without either."""
     if request.param == "numpy":
         monkeypatch.setattr(batch_words, "_words_kernel", None)
+        monkeypatch.setattr(sentence_bytes, "_words_kernel", None)
         monkeypatch.setattr(unigram, "_kernel", None)
     else:
         # The install built them (CI's machines have a compiler).
@@ -146,16 +147,21 @@ def test_plain_sentences_matches_the_per_sentence_rule(backend):
         ["one", "two\nlines", "", "three"],
         ["", "", "\t"],
         ["all", "plain", ""],
+        ["lone \ud800 surrogate", "\U0001f44d four bytes", "\u00ff two", "\u20ac three"],
+        ["x" * 4096, "y" * 4097, "fine"],
+        ["\u00e9" * 2048, "\u00e9" * 2049 + " z", "ok"],
+        ["del\x7fete", "ok"],
     ],
 )
 def test_split_plain_keeps_exactly_the_sentences_without_control_characters(sentences):
     from psp_hf.inference.piece_cache import split_plain
 
     plain, raw = split_plain(sentences)
-    mask = [cacheable(s) for s in sentences]
+    mask = [cacheable(s) and max(map(len, s.encode("utf-8", "surrogatepass").split(b" "))) <= 4096 for s in sentences]
     assert (plain is None) == all(mask)
     assert plain is None or plain.tolist() == mask
-    assert raw.tobytes().decode("utf-8") == "\n".join(s for s, ok in zip(sentences, mask, strict=True) if ok)
+    kept = "\n".join(s for s, ok in zip(sentences, mask, strict=True) if ok)
+    assert raw.tobytes() == kept.encode("utf-8", "surrogatepass")
 
 
 # Words beyond ASCII: each checked once against the normalizer (see psp_hf.inference.word_tokenizer). These are the

@@ -2,7 +2,8 @@
  * - first_bad_sentence: encode's input check, one pass over the list's items;
  * - look_up: one batch's words found, lowercased, hashed, looked up in the word cache's hash indexes and checked
  *   byte for byte (what psp_hf.inference.batch_words does with numpy: _split_words, _hash_words, verified_ids);
- * - gather_pieces: the cached pieces of a batch whose words are all cached.
+ * - gather_pieces: the cached pieces of a batch whose words are all cached;
+ * - join_plain: a batch's sentences as one UTF-8 byte string, checked for what the cache cannot read.
  * They give the same arrays as the numpy code, which remains for installs without a C compiler; tests compare the
  * two. numpy's look-up is about twenty calls a batch with the GIL held between them: two encode threads tokenizing
  * side by side spent much of their time waiting for each other (issue 33).
@@ -245,6 +246,110 @@ static PyObject *first_bad_sentence(PyObject *Py_UNUSED(self), PyObject *sentenc
     return PyLong_FromLong(-1);
 }
 
+/* join_plain(sentences, max_word) -> bytes or None: the sentences' UTF-8 bytes joined by newlines (lone surrogates
+ * as three bytes, as Python's "surrogatepass" writes them), or None when one of them is not plain: not a str, or
+ * holding a control character (below 32, or 127) or a word (a run of bytes above 32) of more than max_word bytes.
+ * What split_plain does with a join, an encode and three passes of numpy, in one pass with the GIL held for
+ * microseconds; the caller falls back to those steps on None, to find which sentences are not plain. */
+/* Copies the strings into out, joined by newlines; returns the bytes written, or -1 when one is not plain. Touches
+ * only the strings' data, which `items` keeps alive and nobody can change (str is immutable): safe without the GIL. */
+static Py_ssize_t copy_plain(PyObject *const *items, Py_ssize_t n, Py_ssize_t max_word, uint8_t *out) {
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *text = items[k];
+        if (k > 0) out[at++] = NEWLINE;
+        Py_ssize_t run = 0, length = PyUnicode_GET_LENGTH(text);
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        if (PyUnicode_IS_ASCII(text)) { /* the usual sentence: byte for byte */
+            const uint8_t *bytes = data;
+            for (Py_ssize_t c = 0; c < length; c++) {
+                uint8_t byte = bytes[c];
+                run = byte == 32 ? 0 : run + 1;
+                if (byte < 32 || byte == 127 || run > max_word) return -1;
+                out[at++] = byte;
+            }
+            continue;
+        }
+        for (Py_ssize_t c = 0; c < length; c++) {
+            Py_UCS4 character = PyUnicode_READ(kind, data, c);
+            if (character < 0x80) {
+                if (character < 32 || character == 127) return -1;
+                out[at++] = (uint8_t)character;
+                run = character == 32 ? 0 : run + 1;
+            } else if (character < 0x800) {
+                out[at++] = (uint8_t)(0xC0 | (character >> 6));
+                out[at++] = (uint8_t)(0x80 | (character & 0x3F));
+                run += 2;
+            } else if (character < 0x10000) {
+                out[at++] = (uint8_t)(0xE0 | (character >> 12));
+                out[at++] = (uint8_t)(0x80 | ((character >> 6) & 0x3F));
+                out[at++] = (uint8_t)(0x80 | (character & 0x3F));
+                run += 3;
+            } else {
+                out[at++] = (uint8_t)(0xF0 | (character >> 18));
+                out[at++] = (uint8_t)(0x80 | ((character >> 12) & 0x3F));
+                out[at++] = (uint8_t)(0x80 | ((character >> 6) & 0x3F));
+                out[at++] = (uint8_t)(0x80 | (character & 0x3F));
+                run += 4;
+            }
+            if (run > max_word) return -1;
+        }
+    }
+    return at;
+}
+
+/* join_plain(sentences, max_word) -> bytes or None: the sentences' UTF-8 bytes joined by newlines (lone surrogates
+ * as three bytes, as Python's "surrogatepass" writes them), or None when one of them is not plain: not a str, or
+ * holding a control character (below 32, or 127) or a word (a run of bytes above 32) of more than max_word bytes.
+ * What split_plain does with a join, an encode and three passes of numpy, in one pass without the GIL; the caller
+ * falls back to those steps on None, to find which sentences are not plain. */
+static PyObject *join_plain(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *sentences;
+    Py_ssize_t max_word;
+    if (!PyArg_ParseTuple(args, "On", &sentences, &max_word)) return NULL;
+    if (!PyList_Check(sentences) && !PyTuple_Check(sentences)) {
+        PyErr_SetString(PyExc_TypeError, "join_plain takes a list or a tuple");
+        return NULL;
+    }
+    /* A tuple of our own holds every string while the GIL is released, whatever another thread does to the list. */
+    PyObject *held = PySequence_Tuple(sentences);
+    if (held == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(held);
+    PyObject **items = &PyTuple_GET_ITEM(held, 0);
+    Py_ssize_t capacity = n > 0 ? n - 1 : 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!PyUnicode_Check(items[k])) {
+            Py_DECREF(held);
+            Py_RETURN_NONE;
+        }
+        int kind = PyUnicode_KIND(items[k]);
+        /* UTF-8 bytes a character at most: 1 for ASCII, 2 up to U+00FF, 3 up to U+FFFF, else 4. */
+        Py_ssize_t width = PyUnicode_IS_ASCII(items[k])           ? 1
+                           : kind == PyUnicode_1BYTE_KIND ? 2
+                           : kind == PyUnicode_2BYTE_KIND ? 3
+                                                          : 4;
+        capacity += width * PyUnicode_GET_LENGTH(items[k]);
+    }
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, capacity);
+    if (joined == NULL) {
+        Py_DECREF(held);
+        return NULL;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(joined);
+    Py_ssize_t written;
+    Py_BEGIN_ALLOW_THREADS;
+    written = copy_plain(items, n, max_word, out);
+    Py_END_ALLOW_THREADS;
+    Py_DECREF(held);
+    if (written < 0) {
+        Py_DECREF(joined);
+        Py_RETURN_NONE;
+    }
+    if (written < capacity && _PyBytes_Resize(&joined, written) != 0) return NULL;
+    return joined;
+}
+
 static PyMethodDef methods[] = {
     {"look_up", look_up, METH_VARARGS,
      "look_up(raw, n, hash_table, main_hashes, main_ids, main_buckets, main_shift, recent_hashes, recent_ids,\n"
@@ -259,6 +364,10 @@ static PyMethodDef methods[] = {
      "The index of the first item of a list or tuple that is not a str or holds a lone surrogate (not valid\n"
      "Unicode text), -1 when there is none: encode's input check in one pass over the items (ASCII strings are\n"
      "known at once)."},
+    {"join_plain", join_plain, METH_VARARGS,
+     "join_plain(sentences, max_word) -> bytes or None\n\n"
+     "The sentences' UTF-8 bytes joined by newlines, or None when one is not a str or holds a control character\n"
+     "or a word of more than max_word bytes (split_plain's rule). Releases the GIL while it copies."},
     {"gather_pieces", gather_pieces, METH_VARARGS,
      "gather_pieces(ids, sentence_bounds, piece_bounds, pieces, lengths, flat) -> total\n\n"
      "The pieces of each sentence whose words all have cached ids: their number per sentence into lengths, and\n"

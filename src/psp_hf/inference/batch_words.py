@@ -8,24 +8,19 @@ package was installed without a C compiler or with `PSP_C_KERNELS=0`.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .kernels import load_kernel
 from .sentence_bytes import NEWLINE
 
 if TYPE_CHECKING:
     from .piece_cache import _Snapshot
 
-try:  # built from _words.c at install time; optional, like the pooling kernel
-    from . import _words as _words_kernel
-except ImportError:
-    _words_kernel = None
-if os.environ.get("PSP_C_KERNELS", "1") == "0":  # as in psp_hf.inference.pooling
-    _words_kernel = None
+_words_kernel = load_kernel("_words")  # None: the numpy steps below
 
 
 def _splitmix64(keys: np.ndarray) -> np.ndarray:

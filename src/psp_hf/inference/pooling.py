@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 
 import numpy as np
 
 from . import intra_op
+from .kernels import load_kernel
 
 logger = logging.getLogger(__name__)
 
-try:  # built from _pooling.c at install time; optional, so an install without a C compiler still works
-    from . import _pooling as _kernel
-except ImportError:
-    _kernel = None
-    logger.debug("psp's pooling kernel was not built (no C compiler at install): torch or numpy pools instead")
-# PSP_C_KERNELS=0 runs as an install without a C compiler would (for comparisons: bench/encode_processes.py).
-if os.environ.get("PSP_C_KERNELS", "1") == "0":
-    _kernel = None
+_kernel = load_kernel("_pooling")  # one pass per batch without the GIL; None: numpy or torch pool instead
 _KERNEL_MODES = {"mean": 0, "sum": 1, "max": 2}
 
 # Gather at most this many bytes of table rows at once: the gathered block stays small enough to sit in cache.

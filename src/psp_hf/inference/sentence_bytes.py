@@ -8,6 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .kernels import load_kernel
+
+_words_kernel = load_kernel("_words")  # join_plain: the join, encode and checks below in one C pass
 NEWLINE = 10  # joins the sentences of a batch; a plain sentence has no control character of its own
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 # A sentence with a longer word goes to the tokenizer: word hashing keeps a table of 256 values per byte position
@@ -18,10 +21,14 @@ MAX_WORD_BYTES = 4096
 def split_plain(sentences: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
     """The sentences the cache can encode (no control character, no word over `MAX_WORD_BYTES`) as one UTF-8 byte
     array, joined by newlines, and which sentences they are: a boolean mask, or None when all are."""
-    text = "\n".join(sentences)
     n = len(sentences)
     if n == 0:
         return None, np.zeros(0, dtype=np.uint8)
+    if _words_kernel is not None and isinstance(sentences, (list, tuple)):
+        joined = _words_kernel.join_plain(sentences, MAX_WORD_BYTES)
+        if joined is not None:  # all plain (the usual batch); else the steps below find which are not
+            return None, np.frombuffer(joined, dtype=np.uint8)
+    text = "\n".join(sentences)
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     control = (raw < 32) | (raw == 127)
     newlines = np.flatnonzero(raw == NEWLINE)

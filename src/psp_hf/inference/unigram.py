@@ -16,16 +16,12 @@ Other words, and every word where the kernel was not built or `PSP_C_KERNELS=0`,
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 
-try:  # built from _unigram.c at install time; optional, like the other kernels
-    from . import _unigram as _kernel
-except ImportError:
-    _kernel = None
-if os.environ.get("PSP_C_KERNELS", "1") == "0":  # as in psp_hf.inference.pooling
-    _kernel = None
+from .kernels import load_kernel
+
+_kernel = load_kernel("_unigram")  # None: every word goes to the library
 
 # The library's penalty below the lowest piece score for a character no piece covers (unigram::model::K_UNK_PENALTY).
 UNKNOWN_PENALTY = 10.0
