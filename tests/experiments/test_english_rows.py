@@ -30,7 +30,8 @@ def tiny_pipeline(tmp_path, monkeypatch):
 
     def build(out, data=None, extra_sources=()):
         built.append(out)
-        result = distill_corpus.CorpusResult(sentences, ["toy"] * len(sentences), {"total_sentences": 300})
+        report = {"total_sentences": 300, "sources": {"toy": {"license": "CC0"}}}
+        result = distill_corpus.CorpusResult(sentences, ["toy"] * len(sentences), report)
         distill_corpus.write_corpus(result, out)
         return result
 
@@ -63,6 +64,10 @@ def test_the_student_is_built_once_from_e5_query_labels_and_resumes_step_by_step
     english_student(settings, sentences=200)
     assert json.loads((folder / "done-label").read_text())["labelled_now"] == 0
     assert json.loads((folder / "done-train").read_text())["steps"] > 0
+    # What a language's card says about rows from this student: the teacher, the corpus and its sources' licences.
+    described = english_rows.rows_description(settings.out, str(model))
+    assert "e5-small-query" in described and "200 sentences" in described and "toy: CC0" in described
+    assert english_rows.rows_description(settings.out, str(settings.out / "other")) is None
 
 
 def test_the_cli_builds_the_student_after_checking_the_data_and_hands_it_to_every_language(tmp_path, monkeypatch):

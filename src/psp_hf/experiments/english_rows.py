@@ -124,3 +124,18 @@ def _train(folder: Path, settings: Settings, sentences: int) -> dict:
         raise PSPInputError(f"English student: training ended with status {trainer.push_status}")
     end = end_record(folder / "model")
     return {"arguments": command_line(arguments), "steps": end.get("step"), "kept": end.get("kept")}
+
+
+def rows_description(out: Path, init_rows_from: str | None) -> str | None:
+    """What a language's card says its English rows came from, when they came from this student (None otherwise):
+    the teacher, the corpus and each of the corpus's sources with its licence."""
+    folder = english_folder(out)
+    if init_rows_from is None or Path(init_rows_from).resolve() != (folder / "model").resolve():
+        return None
+    labelled = json.loads((folder / "done-label").read_text(encoding="utf-8"))["sentences"]
+    report = json.loads((folder / "corpus" / "report.json").read_text(encoding="utf-8"))
+    sources = "; ".join(f"{name}: {entry['license']}" for name, entry in report.get("sources", {}).items())
+    return (
+        f'an English student of {ENGLISH_TEACHER}\'s whitened labels (e5-small with its "query: " prompt, MIT) of '
+        f"{labelled:,} sentences of `make demo`'s English corpus ({sources})"
+    )

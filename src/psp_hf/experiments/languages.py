@@ -281,6 +281,11 @@ def _card(code: str, folder: Path, settings: Settings) -> dict:
     model = folder / "model"
     info = training_info(model)
     info["training_text"], non_commercial = card_training_text(folder, info.get("dev_bitext"))
+    from .english_rows import rows_description
+
+    described = rows_description(settings.out, info.get("init_rows_from"))
+    if described:  # the student built in OUT/english: say what it is, with its corpus's licences, not its path
+        info["init_rows_from"] = described
     if non_commercial:
         info["license"] = NON_COMMERCIAL_LICENSE
     write_model_card(model, load(model), language=code, eval_results=evaluation["card_results"], training_info=info)
