@@ -275,3 +275,23 @@ def test_the_c_look_up_gives_the_numpy_steps_arrays(backend, look_up):
     assert (ids >= 0).any() and (ids < 0).any()
     with pytest.raises(ValueError, match="must hold 3 sentences"):
         batch_words.look_up(snapshot, np.frombuffer(b"one\ntwo", dtype=np.uint8), 3)
+
+
+def test_the_c_functions_refuse_what_they_cannot_read():
+    from psp_hf.inference import _words
+
+    ids, bounds = np.array([0, 5], dtype=np.int64), np.array([0, 2], dtype=np.int64)
+    piece_bounds, pieces = np.array([0, 1, 3], dtype=np.int64), np.array([7, 8, 9], dtype=np.int64)
+    lengths = np.empty(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="word 1 has id 5, not a cached word"):
+        _words.gather_pieces(ids, bounds, piece_bounds, pieces, lengths, None)
+    ids[1] = 1
+    with pytest.raises(ValueError, match="flat holds 2 pieces, 3 needed"):
+        _words.gather_pieces(ids, bounds, piece_bounds, pieces, lengths, np.empty(2, dtype=np.int64))
+    flat = np.empty(3, dtype=np.int64)
+    assert _words.gather_pieces(ids, bounds, piece_bounds, pieces, lengths, flat) == 3 and flat.tolist() == [7, 8, 9]
+    # join_plain: a list or a tuple of str, else None (the Python steps then say what is wrong).
+    assert _words.join_plain(("a b", "\u00e9"), 4096) == "a b\n\u00e9".encode()
+    assert _words.join_plain(["a", 3], 4096) is None and _words.join_plain(["a\tb"], 4096) is None
+    with pytest.raises(TypeError, match="join_plain takes a list or a tuple"):
+        _words.join_plain("abc", 4096)

@@ -198,18 +198,19 @@ static PyObject *gather_pieces(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "gather_pieces: sentence_bounds and lengths do not fit the words");
         goto release;
     }
-    for (Py_ssize_t w = 0; w < n_words; w++)
-        if (ids[w] < 0 || ids[w] >= n_words_cached) {
-            PyErr_Format(PyExc_ValueError, "gather_pieces: word %zd has id %lld, not a cached word", w,
-                         (long long)ids[w]);
-            goto release;
-        }
-    int64_t total;
-    Py_BEGIN_ALLOW_THREADS
-    total = gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, NULL);
-    if (with_flat && b[5].shape[0] >= total) gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, b[5].buf);
+    int64_t total = 0;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS /* the check too: a batch has thousands of words */
+    for (Py_ssize_t w = 0; w < n_words && bad < 0; w++)
+        if (ids[w] < 0 || ids[w] >= n_words_cached) bad = w;
+    if (bad < 0) total = gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, NULL);
+    if (bad < 0 && with_flat && b[5].shape[0] >= total)
+        gather(ids, bounds, n_sentences, b[2].buf, b[3].buf, b[4].buf, b[5].buf);
     Py_END_ALLOW_THREADS
-    if (with_flat && b[5].shape[0] < total)
+    if (bad >= 0)
+        PyErr_Format(PyExc_ValueError, "gather_pieces: word %zd has id %lld, not a cached word", bad,
+                     (long long)ids[bad]);
+    else if (with_flat && b[5].shape[0] < total)
         PyErr_Format(PyExc_ValueError, "gather_pieces: flat holds %zd pieces, %lld needed", b[5].shape[0],
                      (long long)total);
     else
