@@ -148,8 +148,8 @@ def test_the_kernel_refuses_arrays_it_cannot_use():
             search._keys, search._children, search._node_piece, search._scores, np.frombuffer(b"aa", np.uint8),
             np.array([0, 2], dtype=np.int64), 0, -11.0, True, np.empty(1, np.int64), np.empty(1, np.int64),
         )  # fmt: skip
-    with pytest.raises(TypeError, match="keys must be a 1-D array of 8-byte items"):
+    with pytest.raises(TypeError, match="keys must be a 1-D array of 4-byte items"):
         unigram._kernel.build_trie(
-            np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(4, np.int32), np.zeros(4, np.int32),
+            np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(4, np.uint64), np.zeros(4, np.int32),
             np.zeros(2, np.int32),
         )  # fmt: skip

@@ -42,35 +42,39 @@ static void release_all(Py_buffer *views, int count) {
     for (int k = 0; k < count; k++) PyBuffer_Release(&views[k]);
 }
 
-/* The trie: node 0 is the root; edge (node, byte) is key node * 256 + byte + 1 (0: an empty slot), its child in
- * `children`; node_piece[node] is the piece that ends at the node (-1: none). */
+/* The trie: node 0 is the root; edge (node, byte) is key node * 256 + byte + 1 (0: an empty slot; fewer than 2^24
+ * nodes, so a key fits 32 bits), its child in `children`; node_piece[node] is the piece that ends at the node (-1:
+ * none). */
 typedef struct {
-    const uint64_t *keys;
+    const uint32_t *keys;
     const int32_t *children;
     uint64_t mask;
     const int32_t *node_piece;
 } Trie;
 
-static inline uint64_t slot_of(uint64_t key, uint64_t mask) { return (key * 0x9E3779B97F4A7C15ull >> 17) & mask; }
+static inline uint64_t slot_of(uint32_t key, uint64_t mask) {
+    return ((uint64_t)key * 0x9E3779B97F4A7C15ull >> 17) & mask; /* Fibonacci hashing: spreads consecutive keys */
+}
 
 static inline int32_t child(const Trie *trie, int32_t node, uint8_t byte) {
-    uint64_t key = (uint64_t)node * 256 + byte + 1;
+    uint32_t key = (uint32_t)node * 256 + byte + 1;
     for (uint64_t slot = slot_of(key, trie->mask);; slot = (slot + 1) & trie->mask) {
-        uint64_t found = trie->keys[slot];
+        uint32_t found = trie->keys[slot];
         if (found == key) return trie->children[slot];
         if (found == 0) return -1;
     }
 }
 
 /* build_trie(blob, offsets, keys, children, node_piece) -> nodes: piece k is blob[offsets[k]:offsets[k + 1]]
- * (empty pieces are skipped); keys (zeroed, a power of two long, at least twice the bytes) and children receive the
- * edges, node_piece (one entry per byte + 1, filled with -1) the piece of each node. */
+ * (empty pieces are skipped; under 2^24 bytes in all); keys (zeroed uint32, a power of two long, at least twice the
+ * bytes) and children receive the edges, node_piece (one entry per byte + 1, filled with -1) the piece of each
+ * node. */
 static PyObject *build_trie(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *objects[5];
     if (!PyArg_ParseTuple(args, "OOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4]))
         return NULL;
     static const char *const names[5] = {"blob", "offsets", "keys", "children", "node_piece"};
-    static const Py_ssize_t sizes[5] = {1, 8, 8, 4, 4};
+    static const Py_ssize_t sizes[5] = {1, 8, 4, 4, 4};
     static const int writable[5] = {0, 0, 1, 1, 1};
     Py_buffer views[5];
     for (int k = 0; k < 5; k++)
@@ -80,12 +84,12 @@ static PyObject *build_trie(PyObject *Py_UNUSED(self), PyObject *args) {
         }
     const uint8_t *blob = views[0].buf;
     const int64_t *offsets = views[1].buf;
-    uint64_t *keys = views[2].buf;
+    uint32_t *keys = views[2].buf;
     int32_t *children = views[3].buf, *node_piece = views[4].buf;
     Py_ssize_t n_pieces = views[1].shape[0] - 1, capacity = views[2].shape[0], max_nodes = views[4].shape[0];
     int ok = capacity > 0 && (capacity & (capacity - 1)) == 0 && views[3].shape[0] == capacity && n_pieces >= 0 &&
              offsets[n_pieces] <= views[0].shape[0] && 2 * offsets[n_pieces] <= capacity &&
-             offsets[n_pieces] + 1 <= max_nodes;
+             offsets[n_pieces] + 1 <= max_nodes && offsets[n_pieces] < (1 << 24);
     Py_ssize_t nodes = 1;
     if (ok) {
         Py_BEGIN_ALLOW_THREADS;
@@ -93,7 +97,8 @@ static PyObject *build_trie(PyObject *Py_UNUSED(self), PyObject *args) {
         for (Py_ssize_t k = 0; k < n_pieces; k++) {
             int32_t node = 0;
             for (int64_t at = offsets[k]; at < offsets[k + 1]; at++) {
-                uint64_t key = (uint64_t)node * 256 + blob[at] + 1, slot = slot_of(key, mask);
+                uint32_t key = (uint32_t)node * 256 + blob[at] + 1;
+                uint64_t slot = slot_of(key, mask);
                 while (keys[slot] != 0 && keys[slot] != key) slot = (slot + 1) & mask;
                 if (keys[slot] == 0) {
                     keys[slot] = key;
@@ -190,7 +195,7 @@ static PyObject *segment(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     static const char *const names[8] = {"keys", "children", "node_piece", "scores",
                                          "words", "word_offsets", "lengths", "pieces"};
-    static const Py_ssize_t sizes[8] = {8, 4, 4, 8, 1, 8, 8, 8};
+    static const Py_ssize_t sizes[8] = {4, 4, 4, 8, 1, 8, 8, 8};
     static const int writable[8] = {0, 0, 0, 0, 0, 0, 1, 1};
     Py_buffer views[8];
     for (int k = 0; k < 8; k++)

@@ -51,12 +51,14 @@ class UnigramWords:
     after the Metaspace mark, by the C search; `for_backend` says whether a tokenizer allows it."""
 
     def __init__(self, pieces: list[str], scores: np.ndarray, unk_id: int, safe: np.ndarray):
-        encoded = [piece.encode("utf-8") for piece in pieces]
+        # Only pieces that can match a word of ASCII after the mark go into the trie (the others as empty entries,
+        # which keep the ids): for a multilingual vocabulary most of it.
+        encoded = [piece.encode("utf-8") if piece.removeprefix("\u2581").isascii() else b"" for piece in pieces]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(piece) for piece in encoded], out=offsets[1:])
         blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
         capacity = 1 << max(4, int(2 * len(blob)).bit_length())
-        self._keys = np.zeros(capacity, dtype=np.uint64)
+        self._keys = np.zeros(capacity, dtype=np.uint32)
         self._children = np.zeros(capacity, dtype=np.int32)
         self._node_piece = np.full(len(blob) + 1, -1, dtype=np.int32)
         _kernel.build_trie(blob, offsets, self._keys, self._children, self._node_piece)
