@@ -8,8 +8,8 @@ export PSP_DATA
 
 .PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages distill distill-corpus distill-pool distill-label distill-train distill-table clean
 
-# setup.py builds the C kernels (src/psp_hf/inference/_pooling.c, _words.c): a change to one rebuilds them.
-$(VENV)/.installed: pyproject.toml setup.py src/psp_hf/inference/_pooling.c src/psp_hf/inference/_words.c
+# setup.py builds the C kernels (src/psp_hf/inference/_pooling.c, _words.c, _unigram.c): a change to one rebuilds them.
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/psp_hf/inference/*.c src/psp_hf/inference/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel on disk; plain `torch` would pull a multi-GB CUDA build.

@@ -1,8 +1,9 @@
-"""The compiled parts of psp-hf: encode's pooling kernel and the word cache's look-up (src/psp_hf/inference/_pooling.c
-and _words.c).
+"""The compiled parts of psp-hf: encode's pooling kernel, the word cache's look-up and its Unigram search of new words
+(src/psp_hf/inference/_pooling.c, _words.c and _unigram.c, with the helpers of _buffers.h).
 
-Everything else is configured in pyproject.toml. Both are optional: where no C compiler is found the package installs
-without them and runs the same steps with torch or numpy instead (psp_hf.inference.pooling.backend() says which).
+Everything else is configured in pyproject.toml. All are optional: where no C compiler is found the package installs
+without them and runs the same steps with torch, numpy or the tokenizers library instead
+(psp_hf.inference.pooling.backend() says how it pools).
 """
 
 import sys
@@ -18,6 +19,7 @@ setup(
         Extension(
             f"psp_hf.inference.{name}",
             [f"src/psp_hf/inference/{name}.c"],
+            depends=["src/psp_hf/inference/_buffers.h"],
             extra_compile_args=COMPILE_ARGS,
             optional=True,
         )

@@ -45,5 +45,5 @@ def test_the_built_wheel_holds_the_compiled_kernels_and_the_sdist_their_sources(
     (sdist,) = (tmp_path / "sdist").glob("psp_hf-*.tar.gz")
     with tarfile.open(sdist) as archive:
         sources = archive.getnames()
-    for kernel in ("_pooling", "_words", "_unigram"):
-        assert any(name.endswith(f"src/psp_hf/inference/{kernel}.c") for name in sources), kernel
+    for source in ("_pooling.c", "_words.c", "_unigram.c", "_buffers.h"):
+        assert any(name.endswith(f"src/psp_hf/inference/{source}") for name in sources), source

@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,22 +26,7 @@
 /* "\u2581" (LOWER ONE EIGHTH BLOCK), Metaspace's word mark, in UTF-8. */
 static const uint8_t MARK[3] = {0xE2, 0x96, 0x81};
 
-static int get_vector(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name) {
-    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s array", name, writable ? " writable" : "");
-        return -1;
-    }
-    if (view->ndim != 1 || view->itemsize != itemsize) {
-        PyErr_Format(PyExc_TypeError, "%s must be a 1-D array of %zd-byte items", name, itemsize);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
-static void release_all(Py_buffer *views, int count) {
-    for (int k = 0; k < count; k++) PyBuffer_Release(&views[k]);
-}
 
 /* The trie: node 0 is the root; edge (node, byte) is key node * 256 + byte + 1 (0: an empty slot; fewer than 2^24
  * nodes, so a key fits 32 bits), its child in `children`; node_piece[node] is the piece that ends at the node (-1:

@@ -12,25 +12,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_buffers.h"
 #include <stdint.h>
 #include <string.h>
 
 #define NEWLINE 10
 
-/* A C-contiguous 1-D buffer of items of `itemsize` bytes (the kinds are checked by the Python caller, which makes
- * every array itself). */
-static int get_vector(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name) {
-    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s array", name, writable ? " writable" : "");
-        return -1;
-    }
-    if (view->ndim != 1 || view->itemsize != itemsize) {
-        PyErr_Format(PyExc_TypeError, "%s must be a 1-D array of %zd-byte items", name, itemsize);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* One of the cache's hash indexes (see _HashIndex): sorted hashes, their word ids, bucket starts over the top bits. */
 typedef struct {
