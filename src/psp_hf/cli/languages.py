@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)
         raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
-    build_english = args.init_rows_from == E5_STUDENT and not Path(E5_STUDENT).exists()
+    build_english = args.init_rows_from == E5_STUDENT  # a name, as --teacher's are: never a folder of that name
     if args.init_rows_from and not build_english and not (Path(args.init_rows_from) / "config.json").is_file():
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     out = Path(args.output)
