@@ -138,5 +138,5 @@ def rows_description(out: Path, init_rows_from: str | None) -> str | None:
     sources = "; ".join(f"{name}: {entry['license']}" for name, entry in report.get("sources", {}).items())
     return (
         f'an English student of {ENGLISH_TEACHER}\'s whitened labels (e5-small with its "query: " prompt, MIT) of '
-        f"{labelled:,} sentences of `make demo`'s English corpus ({sources})"
+        f"{labelled:,} sentences of make demo's English corpus ({sources})"
     )
