@@ -8,8 +8,11 @@ All are optional: an install without a C compiler has none of them and runs the 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from types import ModuleType
+
+logger = logging.getLogger(__name__)
 
 
 def load_kernel(name: str) -> ModuleType | None:
@@ -19,4 +22,5 @@ def load_kernel(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(f"{__package__}.{name}")
     except ImportError:
+        logger.debug("psp's %s kernel was not built (no C compiler at install): the Python steps run instead", name)
         return None
