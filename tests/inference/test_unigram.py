@@ -153,3 +153,12 @@ def test_the_kernel_refuses_arrays_it_cannot_use():
             np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(4, np.uint64), np.zeros(4, np.int32),
             np.zeros(2, np.int32),
         )  # fmt: skip
+
+
+def test_the_bench_reads_the_words_the_cache_would_store(tmp_path):
+    from bench_scripts import bench_script
+
+    text = tmp_path / "text.txt"
+    text.write_text("The cat SAW the Cat\nÉté été  cat\nnot read\n", encoding="utf-8")
+    words = bench_script("unigram").distinct_words(text, 2)
+    assert words == [b"the", b"cat", b"saw", "Été".encode(), "été".encode()]  # ASCII letters only are lowercased
