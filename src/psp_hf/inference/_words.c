@@ -18,7 +18,6 @@
 
 #define NEWLINE 10
 
-
 /* One of the cache's hash indexes (see _HashIndex): sorted hashes, their word ids, bucket starts over the top bits. */
 typedef struct {
     const uint64_t *hashes;
@@ -234,11 +233,6 @@ static PyObject *first_bad_sentence(PyObject *Py_UNUSED(self), PyObject *sentenc
     return PyLong_FromLong(-1);
 }
 
-/* join_plain(sentences, max_word) -> bytes or None: the sentences' UTF-8 bytes joined by newlines (lone surrogates
- * as three bytes, as Python's "surrogatepass" writes them), or None when one of them is not plain: not a str, or
- * holding a control character (below 32, or 127) or a word (a run of bytes above 32) of more than max_word bytes.
- * What split_plain does with a join, an encode and three passes of numpy, in one pass with the GIL held for
- * microseconds; the caller falls back to those steps on None, to find which sentences are not plain. */
 /* Copies the strings into out, joined by newlines; returns the bytes written, or -1 when one is not plain. Touches
  * only the strings' data, which `items` keeps alive and nobody can change (str is immutable): safe without the GIL. */
 static Py_ssize_t copy_plain(PyObject *const *items, Py_ssize_t n, Py_ssize_t max_word, uint8_t *out) {

@@ -87,24 +87,42 @@ class UnigramWords:
 
     def eligible(self, words: list[bytes]) -> np.ndarray:
         """Which of `words` the C search cuts (see the module docstring)."""
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        unsafe = np.zeros(int(lengths.sum()) + 1, dtype=np.int64)
-        np.cumsum(~self._safe[np.frombuffer(b"".join(words), dtype=np.uint8)], out=unsafe[1:])
-        ends = np.cumsum(lengths)
-        # A word is eligible when it is not empty and none of its bytes is unsafe (a running count of those).
-        return (lengths > 0) & (unsafe[ends] == unsafe[ends - lengths])
+        return self._eligible(*_joined(words))
 
     def segment(self, words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """`(bounds, pieces)`: word k's pieces are `pieces[bounds[k]:bounds[k + 1]]` (every word eligible)."""
-        blob = np.frombuffer(b"".join(words), dtype=np.uint8)
-        offsets = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), out=offsets[1:])
-        lengths = np.empty(len(words), dtype=np.int64)
-        pieces = np.empty(len(blob) + len(words), dtype=np.int64)
+        return self._segment(*_joined(words))
+
+    def cut(self, words: list[bytes]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """`(eligible, (bounds, pieces))`: which words the search cuts and their pieces, in order; the words are
+        joined once when all are eligible (the usual list)."""
+        blob, offsets = _joined(words)
+        eligible = self._eligible(blob, offsets)
+        if not eligible.all():
+            blob, offsets = _joined([word for word, ok in zip(words, eligible.tolist(), strict=True) if ok])
+        return eligible, self._segment(blob, offsets)
+
+    def _eligible(self, blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        unsafe = np.zeros(len(blob) + 1, dtype=np.int64)
+        np.cumsum(~self._safe[blob], out=unsafe[1:])
+        # A word is eligible when it is not empty and none of its bytes is unsafe (a running count of those).
+        return (offsets[1:] > offsets[:-1]) & (unsafe[offsets[1:]] == unsafe[offsets[:-1]])
+
+    def _segment(self, blob: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(offsets) - 1
+        lengths = np.empty(n, dtype=np.int64)
+        pieces = np.empty(len(blob) + n, dtype=np.int64)
         total = _kernel.segment(
             self._keys, self._children, self._node_piece, self._scores, blob, offsets, self._unk_id,
             self._unk_score, True, lengths, pieces,
         )  # fmt: skip
-        bounds = np.zeros(len(words) + 1, dtype=np.int64)
+        bounds = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=bounds[1:])
         return bounds, pieces[:total]
+
+
+def _joined(words: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """`words` back to back as one byte array, and where each starts and ends (`offsets[k]:offsets[k + 1]`)."""
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=len(words)), out=offsets[1:])
+    return np.frombuffer(b"".join(words), dtype=np.uint8), offsets

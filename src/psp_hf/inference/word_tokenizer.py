@@ -54,15 +54,12 @@ class WordTokenizer:
         search = self._c_search
         if search is None or not words:
             return self.tokenize_with_library(words)
-        eligible = search.eligible(words)
+        eligible, searched = search.cut(words)
         if eligible.all():
-            return search.segment(words)
+            return searched
         if not eligible.any():
             return self.tokenize_with_library(words)
-        chosen = np.flatnonzero(eligible).tolist()
-        others = np.flatnonzero(~eligible).tolist()
-        searched = search.segment([words[k] for k in chosen])
-        tokenized = self.tokenize_with_library([words[k] for k in others])
+        tokenized = self.tokenize_with_library([words[k] for k in np.flatnonzero(~eligible).tolist()])
         lengths = np.empty(len(words), dtype=np.int64)
         lengths[eligible], lengths[~eligible] = np.diff(searched[0]), np.diff(tokenized[0])
         bounds = np.zeros(len(words) + 1, dtype=np.int64)
