@@ -408,7 +408,17 @@ class PSPEncoder:
         # C look-up both steps release it, and every thread doing both of its batches was faster (1.2-1.4x at two
         # threads); with numpy's pooling both steps hold it, and a pipeline gains nothing.
         pipeline = self._torch_only or (pooling_backend() != "numpy" and not word_look_up_in_c())
-        run_batches(tokenize_batch, pool_batch, n, batch_size, num_threads, show_progress_bar, pipeline=pipeline)
+        # A torch model's own intra-op threads would inherit a worker's CPU group (see inference/cpu_groups.py).
+        run_batches(
+            tokenize_batch,
+            pool_batch,
+            n,
+            batch_size,
+            num_threads,
+            show_progress_bar,
+            pipeline=pipeline,
+            spread_cpus=not self._torch_only,
+        )
         result = out
         if precision != "float32":  # also for no sentences: an empty int8 result is still int8
             from .quantization import quantize_embeddings

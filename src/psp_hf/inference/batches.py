@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .cpu_groups import cpu_groups, keep_to
+
 
 def check_num_threads(num_threads: int) -> int:
     """`num_threads` if it is an integer >= 1; a ValueError naming it otherwise."""
@@ -25,6 +27,7 @@ def run_batches(
     show_progress_bar: bool = False,
     desc: str = "Encoding",
     pipeline: bool = True,
+    spread_cpus: bool = True,
 ) -> None:
     """`finish(start, stop, prepare(start, stop))` for every batch `[start, stop)` of `range(n)`.
 
@@ -32,7 +35,9 @@ def run_batches(
     much of its time, such as tokenizing with numpy's many small calls) and hand them to the other threads, which
     finish them (long calls that release the GIL, such as pooling in torch). Two threads both tokenizing spend
     much of their time handing the GIL back and forth; one tokenizing beside one pooling keeps those stretches on
-    one thread (measured in `bench/encode.py`). No thread waits while there is work: a finishing thread with
+    one thread (measured in `bench/encode.py`). With `spread_cpus` each thread keeps to its own group of CPUs
+    (`cpu_groups`), so that the scheduler cannot stack them on one core; leave it off where a step runs torch's
+    own intra-op threads, which would inherit the group. No thread waits while there is work: a finishing thread with
     nothing handed to it prepares a batch of its own, and a preparing thread that is far ahead finishes one. So
     when finishing is the light step (short vectors, long sentences) the threads end up doing both steps side
     by side. Without `pipeline` every thread runs both steps of its own batches. `finish` must write only its
@@ -52,7 +57,8 @@ def run_batches(
                     progress.update(stop - start)
         else:
             preparers = num_threads // 2 if pipeline else 0
-            _share_work(prepare, finish, spans, num_threads, preparers, progress)
+            groups = cpu_groups(num_threads) if spread_cpus else None
+            _share_work(prepare, finish, spans, num_threads, preparers, progress, groups or [None] * num_threads)
     finally:
         if progress is not None:
             progress.close()
@@ -86,12 +92,14 @@ class _Shared:
         return None
 
 
-def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progress) -> None:
-    """Run every batch on `num_threads` threads, `preparers` of them preferring `prepare` (see run_batches)."""
+def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progress, groups: list) -> None:
+    """Run every batch on `num_threads` threads, `preparers` of them preferring `prepare` (see run_batches), thread
+    k on the CPUs `groups[k]` (None: wherever the scheduler puts it)."""
     shared = _Shared(spans, ahead=2 * num_threads)
 
-    def worker(prefers_finishing: bool) -> None:
+    def worker(prefers_finishing: bool, cpus: set[int] | None) -> None:
         try:
+            keep_to(cpus)
             while True:
                 with shared.changed:
                     job = shared.next_job(prefers_finishing)
@@ -126,7 +134,7 @@ def _share_work(prepare, finish, spans, num_threads: int, preparers: int, progre
                 shared.changed.notify_all()
 
     threads = [
-        threading.Thread(target=worker, args=(k >= preparers,), name=f"psp-encode-{k}", daemon=True)
+        threading.Thread(target=worker, args=(k >= preparers, groups[k]), name=f"psp-encode-{k}", daemon=True)
         for k in range(num_threads)
     ]
     shared.running = len(threads)
