@@ -7,6 +7,12 @@ batch_size=B)` on the STS sentences, in one process, several rounds.
 two-thread encode from idle; here each thread count runs `--in-a-row` encodes back to back (the median is kept), as
 a bulk job does. The table: sentences/s at one and two threads (median over the rounds) and their ratio, by batch
 size.
+
+A second table times two-thread encodes (default batch size) each after a pause of a different kind: none, a
+25 ms sleep, a one-thread encode (what `bench/encode_processes.py` does), a 25 ms busy loop on the calling thread,
+and a one-thread encode on another thread while the caller waits; each with encode's CPU groups
+(`psp_hf.inference.cpu_groups`) and without them (`PSP_SPREAD_THREADS=0`), taking turns. Without them, the pauses
+that leave the calling thread busy made Linux run both threads on one CPU.
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
+
+PAUSE_SECONDS = 0.025
+SWITCH = "PSP_SPREAD_THREADS"  # psp_hf.inference.cpu_groups.ENVIRONMENT_SWITCH
 
 
 def main() -> None:
@@ -49,7 +59,59 @@ def main() -> None:
     for size in sizes:
         one, two = (statistics.median(rates[(size, threads)]) for threads in (1, 2))
         print(f"| {size:,} | {one:,.0f} | {two:,.0f} | {two / one:.2f}x |")
+    print()
+    print_pauses(model, sentences, args.in_a_row, rates.get((1024, 1)))
     print(f"\nload average after the runs: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
+
+
+def _busy() -> None:
+    started = time.perf_counter()
+    while time.perf_counter() - started < PAUSE_SECONDS:
+        pass
+
+
+def print_pauses(model, sentences: list[str], repeats: int, one_thread_rates: list[float] | None) -> None:
+    """Two-thread encodes, each after a pause of one kind, with encode's CPU groups on and off (the kinds and the
+    settings taking turns in this process: `cpu_groups` reads PSP_SPREAD_THREADS at every call); median
+    sentences/s."""
+
+    def on_another_thread() -> None:
+        thread = threading.Thread(target=model.encode, args=(sentences,), kwargs={"num_threads": 1})
+        thread.start()
+        thread.join()
+
+    pauses = {
+        "nothing (encodes in a row)": lambda: None,
+        f"a {PAUSE_SECONDS * 1000:.0f} ms sleep": lambda: time.sleep(PAUSE_SECONDS),
+        "a one-thread encode on the calling thread": lambda: model.encode(sentences, num_threads=1),
+        f"a {PAUSE_SECONDS * 1000:.0f} ms busy loop on the calling thread": _busy,
+        "a one-thread encode on another thread, the caller waiting": on_another_thread,
+    }
+    settings = ("1", "0")
+    seconds: dict[tuple[str, str], list[float]] = {(name, on): [] for name in pauses for on in settings}
+    saved = os.environ.get(SWITCH)
+    try:
+        for _ in range(repeats):
+            for name, pause in pauses.items():
+                for on in settings:
+                    os.environ[SWITCH] = on
+                    pause()
+                    started = time.perf_counter()
+                    model.encode(sentences, num_threads=2)
+                    seconds[(name, on)].append(time.perf_counter() - started)
+    finally:
+        if saved is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = saved
+    one = statistics.median(one_thread_rates) if one_thread_rates else None
+    print(f"Two-thread encodes after a pause ({repeats} of each, taking turns), with encode's CPU groups and without\n")
+    print("| before each timed 2-thread encode | CPU groups: sentences/s | / 1 thread | without | / 1 thread |")
+    print("|---|---|---|---|---|")
+    for name in pauses:
+        rates = [len(sentences) / statistics.median(seconds[(name, on)]) for on in settings]
+        cells = [f"{rate:,.0f} | {f'{rate / one:.2f}x' if one else '-'}" for rate in rates]
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":
