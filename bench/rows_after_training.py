@@ -1,7 +1,7 @@
 """Changes to a trained X–English model's rows after training, without retraining, and what they do on dev and test.
 
     python bench/rows_after_training.py --model OUT/tr/model --english OUT/english/model --lang tr \
-        [--blend 0.75,0.5,0.25,0] [--blend-only-english] [--procrustes] [--work DIR]
+        [--blend 0.75,0.5,0.25,0] [--blend-only-english] [--procrustes] [--centre 0,1,3] [--work DIR]
 
 Variants (each written as a model folder under `--work`, then scored):
 
@@ -11,6 +11,9 @@ Variants (each written as a model folder under `--work`, then scored):
   occur in the language's side of the training text.
 - `--procrustes`: an orthogonal map, fitted on the sentence vectors of 60,000 training pairs (X side onto English
   side), applied to the rows of the pieces that occur only on the X side of the training text.
+- `--centre K,...`: every row less the mean sentence vector of 30,000 training pairs (both sides), then projected
+  off their top K principal directions. A mean of rows moves with its rows, so this centres (and strips) every
+  sentence vector of at least one known piece.
 
 Scores: PUD dev mining accuracy (the checkpoint chooser of `psp languages`) and STS-B dev, then the test sets
 (Tatoeba error % of the language, its STS17 tracks, English STS12-16, STS-B test) through `psp eval`. The language's
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--blend", default="", help="alphas, comma-separated")
     parser.add_argument("--blend-only-english", action="store_true")
     parser.add_argument("--procrustes", action="store_true")
+    parser.add_argument("--centre", default="", help="numbers of principal directions to remove after centring")
     parser.add_argument("--work", type=Path, default=None, help="where the variants go (default: a temporary folder)")
     args = parser.parse_args()
 
@@ -126,7 +130,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     print(f"| as trained | {score(write_variant(args.model, work / 'trained', table), args.lang, pud)} |", flush=True)
 
-    pairs = training_pairs(args.model, args.lang) if args.blend_only_english or args.procrustes else []
+    pairs = training_pairs(args.model, args.lang) if args.blend_only_english or args.procrustes or args.centre else []
     own_text = [pair[args.lang] for pair in pairs]
     mono = args.model.parent / "mono" / "sentences.txt.gz"
     if args.blend_only_english and mono.is_file():
@@ -166,7 +170,23 @@ def main() -> None:
         folder = write_variant(args.model, work / "procrustes", mapped)
         print(f"| Procrustes on {len(only_own):,} rows | {score(folder, args.lang, pud)} |")
         print(f"\nmean pair cosine of the fitting pairs: {before:.3f} before the map, {after:.3f} after")
+    if args.centre:
+        centre_variants(args, table, pairs, work, pud)
     print(f"\nvariants in {work}; load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
+
+
+def centre_variants(args: argparse.Namespace, table: np.ndarray, pairs: list[dict], work: Path, pud: list) -> None:
+    import psp_hf
+
+    sample = [pairs[k] for k in np.random.default_rng(0).choice(len(pairs), min(30_000, len(pairs)), False)]
+    model = psp_hf.load(args.model)
+    vectors = np.concatenate([model.encode([pair[side] for pair in sample]) for side in (args.lang, "en")])
+    mean = vectors.mean(axis=0)
+    _, _, directions = np.linalg.svd(vectors - mean, full_matrices=False)
+    for count in (int(value) for value in args.centre.split(",")):
+        keep = np.eye(table.shape[1]) - directions[:count].T @ directions[:count]
+        folder = write_variant(args.model, work / f"centre-{count}", ((table - mean) @ keep).astype(np.float32))
+        print(f"| centred, {count} principal directions removed | {score(folder, args.lang, pud)} |", flush=True)
 
 
 if __name__ == "__main__":
