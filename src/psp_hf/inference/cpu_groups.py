@@ -5,14 +5,15 @@ and Linux places a woken thread near the thread that woke it. On the 2-core KVM 
 both workers then often shared one core while the other sat idle: a two-thread encode right after the caller's
 thread had been busy (a one-thread encode, or any work of its own) ran at 1.1-1.5x one thread instead of 1.8-2x,
 and which CPU each batch ran on showed both threads on the same one for most of the call
-(`bench/encode_processes.py`, results/encode_speed.md). With each worker held to its own CPU group it ran at
-1.8-2.1x whatever came before.
+(`bench/encode_threads.py`, `bench/encode_processes.py`, results/encode_speed.md). With each worker held to its
+own CPU group it ran at 1.8-2.1x whatever came before.
 
-How: worker k of n may run only on every n-th CPU of the process's allowed set, starting at the k-th, so the groups
-are disjoint and a group of several CPUs still leaves the scheduler a choice. Only the worker threads, which encode
-starts and which end with the call, are restricted; the caller's thread and the process's mask are never touched.
-Nothing is done where the process may use fewer CPUs than there are workers, where the platform has no CPU
-affinity (macOS, Windows), or when `PSP_SPREAD_THREADS=0` is in the environment.
+How: worker k of n may run only on every n-th CPU of the ones the calling thread may use (its affinity mask, which
+the workers would inherit anyway), starting at the k-th, so the groups are disjoint and a group of several CPUs
+still leaves the scheduler a choice. Only the worker threads, which encode starts and which end with the call, are
+restricted; the caller's thread and the process's mask are never touched. Nothing is done where the caller may use
+fewer CPUs than there are workers, where the platform has no CPU affinity (macOS, Windows), or when
+`PSP_SPREAD_THREADS=0` is in the environment.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ ENVIRONMENT_SWITCH = "PSP_SPREAD_THREADS"
 
 
 def cpu_groups(num_threads: int) -> list[set[int]] | None:
-    """One disjoint set of CPUs per worker thread, or None when the workers should run unrestricted."""
+    """One disjoint set of CPUs per worker thread, taken from the calling thread's affinity mask, or None when the
+    workers should run where the scheduler puts them."""
     if num_threads < 2 or os.environ.get(ENVIRONMENT_SWITCH, "1") == "0":
         return None
     if not hasattr(os, "sched_getaffinity") or not hasattr(os, "sched_setaffinity"):
