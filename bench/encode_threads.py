@@ -3,10 +3,9 @@ batch_size=B)` on the STS sentences, in one process, several rounds.
 
     python bench/encode_threads.py --model demo_out/p-sp-en-distilled [--sentences 20000] [--in-a-row 15]
 
-`bench/encode_processes.py` alternates one encode at one thread with one at two, so the second core starts each
-two-thread encode from idle; here each thread count runs `--in-a-row` encodes back to back (the median is kept), as
-a bulk job does. The table: sentences/s at one and two threads (median over the rounds) and their ratio, by batch
-size.
+`bench/encode_processes.py` alternates one encode at one thread with one at two; here each thread count runs
+`--in-a-row` encodes back to back (the median is kept), as a bulk job does. The table: sentences/s at one and two
+threads (median over the rounds) and their ratio, by batch size.
 
 A second table times two-thread encodes (default batch size) each after a pause of a different kind: none, a
 25 ms sleep, a one-thread encode (what `bench/encode_processes.py` does), a 25 ms busy loop on the calling thread,

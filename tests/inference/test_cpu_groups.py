@@ -41,13 +41,19 @@ def test_no_groups_where_they_cannot_help_or_are_switched_off(allowed_cpus, monk
     assert cpu_groups(2) is None
 
 
-def test_keep_to_never_raises(monkeypatch):
+def test_keep_to_never_raises(monkeypatch, caplog):
+    asked = []
+
     def refuse(pid, mask):
+        asked.append(mask)
         raise OSError(22, "Invalid argument")
 
     monkeypatch.setattr(groups_module.os, "sched_setaffinity", refuse, raising=False)
-    keep_to({0})  # a container that forbids the change: encode runs unrestricted instead of failing
-    keep_to(None)
+    with caplog.at_level("DEBUG", logger=groups_module.__name__):
+        keep_to({0, 2})  # a container that forbids the change: encode runs unrestricted instead of failing
+        keep_to(None)  # no group: not even asked
+    assert asked == [{0, 2}]
+    assert "could not keep an encode thread to CPUs [0, 2]" in caplog.text
 
 
 def _masks_seen(num_threads: int) -> dict[str, set[int]]:
