@@ -26,7 +26,6 @@ import argparse
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,17 +34,6 @@ from pathlib import Path
 import numpy as np
 
 TASKS = ["stsb", "sts12-16", "tatoeba", "sts17"]
-
-
-def vocabulary(folder: Path) -> dict[str, int]:
-    vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
-    return {piece: row for row, (piece, _) in enumerate(vocab)}
-
-
-def table_of(folder: Path) -> np.ndarray:
-    from safetensors.numpy import load_file
-
-    return load_file(folder / "model.safetensors")["embeddings.weight"]
 
 
 def training_pairs(model: Path, lang: str) -> list[dict[str, str]]:
@@ -57,27 +45,16 @@ def training_pairs(model: Path, lang: str) -> list[dict[str, str]]:
     return [row for file in files for row in pq.read_table(file, columns=[lang, "en"]).to_pylist()]
 
 
-def piece_counts(model: Path, texts: list[str]) -> np.ndarray:
-    from tokenizers import Tokenizer
+def counts_in(encoder, texts: list[str]) -> np.ndarray:
+    """How often each of the table's pieces occurs in `texts`."""
+    from psp_hf.inference.piece_weights import piece_counts
 
-    tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
-    counts = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
-    for start in range(0, len(texts), 20_000):
-        for encoding in tokenizer.encode_batch([text.lower() for text in texts[start : start + 20_000]]):
-            np.add.at(counts, encoding.ids, 1)
-    return counts
+    return piece_counts(encoder, texts, vocab_size=len(encoder.weights()[0]))
 
 
-def write_variant(model: Path, folder: Path, table: np.ndarray) -> Path:
-    from safetensors.numpy import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for path in model.iterdir():
-        if path.is_file() and path.name != "model.safetensors":
-            shutil.copy(path, folder / path.name)
-        elif path.is_dir() and path.name != "training":
-            shutil.copytree(path, folder / path.name, dirs_exist_ok=True)
-    save_file({"embeddings.weight": table}, str(folder / "model.safetensors"))
+def write_variant(encoder, folder: Path, table: np.ndarray) -> Path:
+    """`encoder` with another table, saved as a model folder."""
+    encoder.with_table(table.astype(np.float32), encoder.weights()[1]).save_pretrained(folder)
     return folder
 
 
@@ -124,11 +101,14 @@ def main() -> None:
     from psp_hf.data_folder import existing_data_dir
 
     pud = read_bitext(DEV_SOURCE.path(Path(existing_data_dir()), args.lang), args.lang)
+    import psp_hf
+
     work = args.work or Path(tempfile.mkdtemp(prefix="psp-rows-"))
-    table = table_of(args.model)
+    encoder = psp_hf.load(args.model)
+    table = encoder.weights()[0]
     print(f"| variant | PUD dev | STS-B dev | Tatoeba {args.lang} error % | STS17 | STS12-16 | STS-B test |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| as trained | {score(write_variant(args.model, work / 'trained', table), args.lang, pud)} |", flush=True)
+    print(f"| as trained | {score(write_variant(encoder, work / 'trained', table), args.lang, pud)} |", flush=True)
 
     pairs = training_pairs(args.model, args.lang) if args.blend_only_english or args.procrustes or args.centre else []
     own_text = [pair[args.lang] for pair in pairs]
@@ -138,54 +118,51 @@ def main() -> None:
             own_text += lines.read().splitlines()
 
     if args.blend:
-        english_vocab, own_vocab = vocabulary(args.english), vocabulary(args.model)
-        shared = [(row, english_vocab[piece]) for piece, row in own_vocab.items() if piece in english_vocab]
-        rows, english_rows = (np.asarray(part, dtype=np.int64) for part in zip(*shared, strict=True))
+        from psp_hf.training.model_setup import shared_rows
+
+        english = psp_hf.load(args.english)
+        rows, english_rows = shared_rows(encoder, english)
         if args.blend_only_english:
-            never = piece_counts(args.model, own_text)[rows] == 0
+            never = counts_in(encoder, own_text)[rows] == 0
             print(f"\n({never.sum():,} of {len(rows):,} shared pieces never occur in the {args.lang} text)\n")
             rows, english_rows = rows[never], english_rows[never]
-        english_table = table_of(args.english)
+        english_table = english.weights()[0]
         for alpha in (float(value) for value in args.blend.split(",")):
             blended = table.copy()
             blended[rows] = alpha * table[rows] + (1 - alpha) * english_table[english_rows]
-            folder = write_variant(args.model, work / f"blend-{alpha}", blended)
+            folder = write_variant(encoder, work / f"blend-{alpha}", blended)
             print(f"| blend alpha {alpha} | {score(folder, args.lang, pud)} |", flush=True)
 
     if args.procrustes:
-        import psp_hf
         from psp_hf.inference.similarity import unit_rows
 
         sample = [pairs[k] for k in np.random.default_rng(0).choice(len(pairs), min(60_000, len(pairs)), False)]
-        model = psp_hf.load(args.model)
-        own = unit_rows(model.encode([pair[args.lang] for pair in sample]))
-        english = unit_rows(model.encode([pair["en"] for pair in sample]))
+        own = unit_rows(encoder.encode([pair[args.lang] for pair in sample]))
+        english = unit_rows(encoder.encode([pair["en"] for pair in sample]))
         left, _, right = np.linalg.svd(own.T @ english)
         rotation = left @ right
-        english_counts = piece_counts(args.model, [pair["en"] for pair in pairs])
-        only_own = np.flatnonzero((english_counts == 0) & (piece_counts(args.model, own_text) > 0))
+        english_counts = counts_in(encoder, [pair["en"] for pair in pairs])
+        only_own = np.flatnonzero((english_counts == 0) & (counts_in(encoder, own_text) > 0))
         mapped = table.copy()
         mapped[only_own] = table[only_own] @ rotation
         before, after = float((own * english).sum(1).mean()), float(((own @ rotation) * english).sum(1).mean())
-        folder = write_variant(args.model, work / "procrustes", mapped)
+        folder = write_variant(encoder, work / "procrustes", mapped)
         print(f"| Procrustes on {len(only_own):,} rows | {score(folder, args.lang, pud)} |")
         print(f"\nmean pair cosine of the fitting pairs: {before:.3f} before the map, {after:.3f} after")
     if args.centre:
-        centre_variants(args, table, pairs, work, pud)
+        centre_variants(args, encoder, pairs, work, pud)
     print(f"\nvariants in {work}; load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
 
 
-def centre_variants(args: argparse.Namespace, table: np.ndarray, pairs: list[dict], work: Path, pud: list) -> None:
-    import psp_hf
-
+def centre_variants(args: argparse.Namespace, encoder, pairs: list[dict], work: Path, pud: list) -> None:
     sample = [pairs[k] for k in np.random.default_rng(0).choice(len(pairs), min(30_000, len(pairs)), False)]
-    model = psp_hf.load(args.model)
-    vectors = np.concatenate([model.encode([pair[side] for pair in sample]) for side in (args.lang, "en")])
+    table = encoder.weights()[0]
+    vectors = np.concatenate([encoder.encode([pair[side] for pair in sample]) for side in (args.lang, "en")])
     mean = vectors.mean(axis=0)
     _, _, directions = np.linalg.svd(vectors - mean, full_matrices=False)
     for count in (int(value) for value in args.centre.split(",")):
         keep = np.eye(table.shape[1]) - directions[:count].T @ directions[:count]
-        folder = write_variant(args.model, work / f"centre-{count}", ((table - mean) @ keep).astype(np.float32))
+        folder = write_variant(encoder, work / f"centre-{count}", (table - mean) @ keep)
         print(f"| centred, {count} principal directions removed | {score(folder, args.lang, pud)} |", flush=True)
 
 

@@ -26,8 +26,6 @@
 /* "\u2581" (LOWER ONE EIGHTH BLOCK), Metaspace's word mark, in UTF-8. */
 static const uint8_t MARK[3] = {0xE2, 0x96, 0x81};
 
-
-
 /* The trie: node 0 is the root; edge (node, byte) is key node * 256 + byte + 1 (0: an empty slot; fewer than 2^24
  * nodes, so a key fits 32 bits), its child in `children`; node_piece[node] is the piece that ends at the node (-1:
  * none). */

@@ -168,19 +168,28 @@ def initialise(
     return copied
 
 
+def shared_rows(encoder, source) -> tuple[np.ndarray, np.ndarray]:
+    """`(rows, source_rows)`: for every piece both vocabularies hold (matched by text), its row in `encoder`'s
+    table and in `source`'s."""
+    source_vocab = source.tokenizer.get_vocab()
+    pairs = [
+        (row, source_vocab[piece]) for piece, row in encoder.tokenizer.get_vocab().items() if piece in source_vocab
+    ]
+    if not pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
+    return target_rows, source_rows
+
+
 def copy_shared_rows(encoder, source) -> np.ndarray:
     """Copy into `encoder`'s table the row of every piece `source`'s vocabulary also has; returns those rows.
 
     The pieces are matched by their text, so an English model lends its rows to the English pieces of a
     vocabulary shared with another language; the other rows keep their initial values.
     """
-    source_vocab = source.tokenizer.get_vocab()
-    pairs = [
-        (row, source_vocab[piece]) for piece, row in encoder.tokenizer.get_vocab().items() if piece in source_vocab
-    ]
-    if not pairs:
-        return np.zeros(0, dtype=np.int64)
-    target_rows, source_rows = (np.asarray(part, dtype=np.int64) for part in zip(*pairs, strict=True))
+    target_rows, source_rows = shared_rows(encoder, source)
+    if not len(target_rows):
+        return target_rows
     table = source.weights()[0]
     with torch.no_grad():
         weight = encoder.model.embeddings.weight
