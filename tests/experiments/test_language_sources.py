@@ -55,6 +55,11 @@ def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
     _gz(root / "unlabeled/de/fortunes/sentences.txt.gz", "\n".join([mono[0], "ein spruch", "x " * 150]) + "\n")
     _gz(root / "unlabeled/ar/saudinewsnet/sentences.txt.gz", "خبر\n")
     _gz(root / "unlabeled/arz/wikipedia/sentences.txt.gz", "مقالة\n")
+    english = [
+        f"the english sentence number {i} is long enough to pass one hundred characters in all, counted by hand."
+        for i in range(4)
+    ]
+    _gz(root / "unlabeled/en/wikipedia-2015/sentences.txt.gz", "\n".join([*english, "I am hungry."]) + "\n")
     return root
 
 
@@ -72,10 +77,14 @@ def test_sources_are_chosen_and_weighted_by_name():
     with pytest.raises(PSPInputError, match=r"weight in \[0, 1\]"):
         bitext_sources("de", "multi30k=2")
     # The non-commercial Arabic news: never in default or all, refused by name without the flag.
-    assert [s.name for s, _ in mono_sources("ar", "all")] == ["arz-wikipedia"]
+    assert [s.name for s, _ in mono_sources("ar", "all")] == ["arz-wikipedia", "en-wikipedia"]
     with pytest.raises(PSPInputError, match="saudinewsnet is licensed for non-commercial use only"):
         mono_sources("ar", "saudinewsnet")
-    assert {s.name for s, _ in mono_sources("ar", "all", non_commercial=True)} == {"saudinewsnet", "arz-wikipedia"}
+    assert {s.name for s, _ in mono_sources("ar", "all", non_commercial=True)} == {
+        "saudinewsnet",
+        "arz-wikipedia",
+        "en-wikipedia",
+    }
     assert MONO_SOURCES["ar"]["saudinewsnet"].non_commercial and MONO_SOURCES["de"]["commonvoice"].default
 
 
@@ -108,6 +117,18 @@ def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_p
     assert commonvoice["license"].startswith("CC0") and not fortunes["non_commercial"]
     saved = json.loads((tmp_path / "mono" / "report.json").read_text())
     assert saved["kind"] == "mono" and saved["sentences"] == 21
+
+
+def test_english_text_serves_every_language_and_is_measured_in_words(tmp_path):
+    data = tiny_data_folder(tmp_path / "data", make_bitext(tmp_path / "pairs.tsv", 10))
+    assert all("en-wikipedia" in MONO_SOURCES[code] for code in ("ar", "de", "es", "fr", "ru", "tr", "zh"))
+    chosen = mono_sources("zh", "en-wikipedia")
+    assert [s.path(data, "zh") for s, _ in chosen] == [data / "unlabeled/en/wikipedia-2015/sentences.txt.gz"]
+    report = prepare_mono(chosen, data, "zh", tmp_path / "mono", limit=10)
+    # Over 100 characters but 19 words: zh's character count would drop them, English is counted in words.
+    counts = report["sources"]["en-wikipedia"]
+    assert counts == {**counts, "read": 5, "too_long": 0, "evaluation": 1, "kept": 4}
+    assert "Wikipedia" in counts["license"]
 
 
 def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_path, monkeypatch, capsys):

@@ -132,6 +132,13 @@ for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
     MONO_SOURCES.setdefault(_code, {})[_name] = Source(
         _name, _MONO % _folder, (_code,), _licence, not _nc, _nc, _folder_language
     )
+# English text for every language: the teacher's vectors of general English keep the English rows where the English
+# student put them, while the bitext's English sides (software strings, captions) pull them toward their register.
+ENGLISH_MONO = "en-wikipedia"
+for _code in ALL_LANGUAGES:
+    MONO_SOURCES[_code][ENGLISH_MONO] = Source(
+        ENGLISH_MONO, _MONO % "wikipedia-2015", (_code,), f"{CC_BY_SA_3} (English Wikipedia)", False, False, "en"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ choosing
@@ -275,7 +282,6 @@ def prepare_mono(
 
     data, out = Path(data), Path(out)
     keys = set().union(*evaluation_keys(data).values()) if exclude_evaluation else set()
-    by_characters = length_unit_for(code) == "chars"
     seen: set[str] = set()
     sentences: list[str] = []
     report = {"kind": "mono", "lang": code, "sources": {}, "limit_per_source": limit}
@@ -284,6 +290,7 @@ def prepare_mono(
         if not path.is_file():
             raise PSPInputError(f"{code}: monolingual source {source.name} missing: {path}")
         counts = {"read": 0, "too_long": 0, "evaluation": 0, "duplicates": 0}
+        by_characters = length_unit_for(source.folder_language or code) == "chars"  # English text in zh's run: words
         kept = []
         for line in _lines(path):
             text = " ".join(line.split())
