@@ -113,10 +113,12 @@ def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_p
     assert commonvoice["evaluation"] == 2  # the PUD sentence and Tatoeba's (normalised: case, punctuation)
     assert PUD_PAIR[0] not in sentences and "Ich habe Hunger!" not in sentences
     assert commonvoice["kept"] == 20 and fortunes == {**fortunes, "duplicates": 1, "too_long": 1, "kept": 1}
-    assert len(sentences) == len(set(sentences)) == 21 and "ein spruch" in sentences
+    english = report["sources"]["en-wikipedia"]  # part of every language's default text; Tatoeba's English out
+    assert english == {**english, "evaluation": 1, "kept": 4} and "I am hungry." not in sentences
+    assert len(sentences) == len(set(sentences)) == 25 and "ein spruch" in sentences
     assert commonvoice["license"].startswith("CC0") and not fortunes["non_commercial"]
     saved = json.loads((tmp_path / "mono" / "report.json").read_text())
-    assert saved["kind"] == "mono" and saved["sentences"] == 21
+    assert saved["kind"] == "mono" and saved["sentences"] == 25
 
 
 def test_english_text_serves_every_language_and_is_measured_in_words(tmp_path):
@@ -185,9 +187,9 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     folder = tmp_path / "out" / "de"
     folder.mkdir(parents=True)
     prepared = _prepare("de", folder, settings)
-    assert prepared["mono_sentences"] == 31  # the default monolingual sources: evaluation and PUD sentences removed
+    assert prepared["mono_sentences"] == 35  # the default monolingual sources: evaluation and PUD sentences removed
     report = json.loads((folder / "data" / "report" / "report.json").read_text())
-    assert report["tokenizer"]["extra_texts"] == 31  # the vocabulary is trained on the monolingual text too
+    assert report["tokenizer"]["extra_texts"] == 35  # the vocabulary is trained on the monolingual text too
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
     arguments = training_arguments("de", folder, settings)

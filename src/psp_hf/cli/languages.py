@@ -144,7 +144,7 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--mono-sources",
         default="auto",
         help="monolingual text by name (unlabeled/<lang>/<name>), as --sources: 'default' (every source of the "
-        "language that is not non-commercial), 'all', 'none', names; auto: "
+        "language that is not non-commercial, and en-wikipedia: English Wikipedia text), 'all', 'none', names; auto: "
         f"{MULTILINGUAL_DEFAULT_MONO} with a multilingual teacher (measured), none with an English-only one",
     )
     parser.add_argument(
