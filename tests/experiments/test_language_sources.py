@@ -124,6 +124,8 @@ def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_p
 def test_english_text_serves_every_language_and_is_measured_in_words(tmp_path):
     data = tiny_data_folder(tmp_path / "data", make_bitext(tmp_path / "pairs.tsv", 10))
     assert all("en-wikipedia" in MONO_SOURCES[code] for code in ("ar", "de", "es", "fr", "ru", "tr", "zh"))
+    assert "en-wikipedia" in {s.name for s, _ in mono_sources("tr", "default")}
+    assert "en-wikipedia" not in {s.name for s, _ in mono_sources("tr", "default,en-wikipedia=0")}
     chosen = mono_sources("zh", "en-wikipedia")
     assert [s.path(data, "zh") for s, _ in chosen] == [data / "unlabeled/en/wikipedia-2015/sentences.txt.gz"]
     report = prepare_mono(chosen, data, "zh", tmp_path / "mono", limit=10)
