@@ -56,7 +56,8 @@ def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
     _gz(root / "unlabeled/ar/saudinewsnet/sentences.txt.gz", "خبر\n")
     _gz(root / "unlabeled/arz/wikipedia/sentences.txt.gz", "مقالة\n")
     english = [
-        f"the english sentence number {i} is long enough to pass one hundred characters in all, counted by hand."
+        f"the english sentence number {i} is long enough to pass one hundred characters in all, counted by hand, "
+        "with a few more words."
         for i in range(4)
     ]
     _gz(root / "unlabeled/en/wikipedia-2015/sentences.txt.gz", "\n".join([*english, "I am hungry."]) + "\n")
@@ -129,7 +130,7 @@ def test_english_text_serves_every_language_and_is_measured_in_words(tmp_path):
     chosen = mono_sources("zh", "en-wikipedia")
     assert [s.path(data, "zh") for s, _ in chosen] == [data / "unlabeled/en/wikipedia-2015/sentences.txt.gz"]
     report = prepare_mono(chosen, data, "zh", tmp_path / "mono", limit=10)
-    # Over 100 characters but 19 words: zh's character count would drop them, English is counted in words.
+    # 123 characters but 23 words: zh's character count would drop them, English is counted in words.
     counts = report["sources"]["en-wikipedia"]
     assert counts == {**counts, "read": 5, "too_long": 0, "evaluation": 1, "kept": 4}
     assert "Wikipedia" in counts["license"]
