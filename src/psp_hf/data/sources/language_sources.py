@@ -125,21 +125,20 @@ _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder
     ("es", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
     ("de", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
     ("de", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
+    # English text for every language: the teacher's vectors of general English keep the English rows where the
+    # English student put them, while the bitext's English sides (software strings, captions) pull them toward their
+    # register. Measured (results/multilingual-distillation.md, "English text"): 50,000 sentences raised STS-B dev
+    # by 1.4 (tr) and 0.7 (ar) and PUD dev by 0.05 and 0.4, so it is part of `default`.
+    *(
+        (code, "en-wikipedia", "wikipedia-2015", f"{CC_BY_SA_3} (English Wikipedia)", False, "en")
+        for code in ALL_LANGUAGES
+    ),
 )
 # language -> name -> Source: the same name may mean different folders in different languages.
 MONO_SOURCES: dict[str, dict[str, Source]] = {}
 for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
     MONO_SOURCES.setdefault(_code, {})[_name] = Source(
         _name, _MONO % _folder, (_code,), _licence, not _nc, _nc, _folder_language
-    )
-# English text for every language: the teacher's vectors of general English keep the English rows where the English
-# student put them, while the bitext's English sides (software strings, captions) pull them toward their register.
-# Measured (results/multilingual-distillation.md, "English text"): 50,000 sentences raised STS-B dev by 1.4 (tr) and
-# 0.7 (ar) and PUD dev by 0.05 and 0.4, so it is part of `default`.
-ENGLISH_MONO = "en-wikipedia"
-for _code in ALL_LANGUAGES:
-    MONO_SOURCES[_code][ENGLISH_MONO] = Source(
-        ENGLISH_MONO, _MONO % "wikipedia-2015", (_code,), f"{CC_BY_SA_3} (English Wikipedia)", True, False, "en"
     )
 
 
