@@ -127,8 +127,8 @@ _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder
     ("de", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
     # English text for every language: the teacher's vectors of general English keep the English rows where the
     # English student put them, while the bitext's English sides (software strings, captions) pull them toward their
-    # register. Measured (results/multilingual-distillation.md, "English text"): 50,000 sentences raised STS-B dev
-    # by 1.4 (tr) and 0.7 (ar) and PUD dev by 0.05 and 0.4, so it is part of `default`.
+    # register. Measured (results/multilingual-distillation.md, "English text beside the language's own"): 50,000
+    # sentences raised STS-B dev by 1.4 (tr) and 0.7 (ar) and PUD dev by 0.05 and 0.4, so it is part of `default`.
     *(
         (code, "en-wikipedia", "wikipedia-2015", f"{CC_BY_SA_3} (English Wikipedia)", False, "en")
         for code in ALL_LANGUAGES
