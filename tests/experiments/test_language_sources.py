@@ -170,6 +170,8 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
 def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
     from toy_bitext import MultilingualWordTeacher
 
+    from psp_hf.data.distill_corpus import normalize_key
+    from psp_hf.data.evaluation_filter import evaluation_keys
     from psp_hf.experiments.languages import Settings, _label, _prepare, _train, training_arguments
     from psp_hf.experiments.languages_data import card_training_text, mono_selection
     from psp_hf.teachers.labels import TeacherCache
@@ -185,12 +187,20 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     settings = Settings(
         out=tmp_path / "out", data=data, teacher="fake-multilingual", teacher_cache=cache, dim=8, vocab_size=100,
         registry=False, epochs=1, extra=("--max-steps", "4", "--batch-size", "16", "--threads", "1"),
-        mono_sources="default", bitext_targets="both",
+        mono_sources="default", bitext_targets="both", mono_fragments=60,
     )  # fmt: skip
     folder = tmp_path / "out" / "de"
     folder.mkdir(parents=True)
     prepared = _prepare("de", folder, settings)
     assert prepared["mono_sentences"] == 35  # the default monolingual sources: evaluation and PUD sentences removed
+    # Short spans of the language's text join the monolingual text (--mono-fragments), none an evaluation sentence.
+    assert prepared["fragments"] == {"de": 60}
+    mono_report = json.loads((folder / "mono" / "report.json").read_text())
+    assert mono_report["sentences"] == 35 + sum(prepared["fragments"].values())
+    with gzip.open(folder / "mono" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
+        spans = handle.read().splitlines()[35:]
+    keys = set().union(*evaluation_keys(data).values())
+    assert len(spans) == mono_report["sources"]["fragments"]["kept"] and not {normalize_key(s) for s in spans} & keys
     report = json.loads((folder / "data" / "report" / "report.json").read_text())
     assert report["tokenizer"]["extra_texts"] == 35  # the vocabulary is trained on the monolingual text too
     labelled = _label("de", folder, settings)
@@ -202,7 +212,11 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert _train("de", folder, settings)["steps"] == 4
     text, non_commercial = card_training_text(folder, str(data / "bitext/ud-pud/de-en.tsv.gz"))
     assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text
+    assert f"fragments {len(spans):,} (spans of the bitext" in text
     assert not non_commercial
+    plain = Settings(**{**vars(settings), "mono_fragments": 0})  # the default: no spans
+    assert _prepare("de", folder, plain)["fragments"] == {}
+    assert "fragments" not in json.loads((folder / "mono" / "report.json").read_text())["sources"]
     without = Settings(**{**vars(settings), "mono_sources": "none"})
     assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
     assert training_arguments("de", folder, without).mono_data == []  # no earlier run's text comes along

@@ -158,6 +158,9 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path, pud_files):
     args.registry_sources = "freedict,manpages"
     with pytest.raises(PSPInputError, match="--registry-sources 'freedict,manpages': give one or more of"):
         run(args)
+    args.registry_sources, args.init_rows_from, args.mono_fragments = parser.parse_args([]).registry_sources, None, -1
+    with pytest.raises(PSPInputError, match="--mono-fragments -1: give a count of spans"):
+        run(args)
     assert not (tmp_path / "out").exists()
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..data.sources.apertium import APERTIUM_MODES
+from ..data.sources.fragments import FRAGMENTS
 from ..data.sources.registry_bitext import (
     SOURCE_KINDS,
     SOURCE_PREFIXES,
@@ -81,6 +82,7 @@ class Settings:
     sources: str = "default"  # --sources, --mono-sources ...: see psp_hf.cli.languages
     mono_sources: str = "auto"
     mono_limit: int | None = 50_000
+    mono_fragments: int = FRAGMENTS
     non_commercial: bool = False
     bitext_targets: str = "auto"
     mono_weight: float = MONO_WEIGHT
@@ -124,7 +126,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     import tempfile
 
     from ..data.prepare import prepare_bitext
-    from .languages_data import mono_text, prepare_mono_text, stage_sources
+    from .languages_data import add_fragments, mono_text, prepare_mono_text, stage_sources
 
     # The monolingual text first: the bitext's vocabulary is trained on it too, so its words get pieces of their own.
     mono = prepare_mono_text(code, folder, settings)
@@ -150,6 +152,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    fragments = add_fragments(code, folder, settings) if mono else {}
     if registry:
         licences.update({source.name: {"license": source.license, "kind": source.kind} for source in sources})
     report["sources"] = licences
@@ -158,6 +161,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
         "pairs": report["pairs_out"],
         "inputs": [Path(item["path"]).name for item in report["inputs"]],
         "mono_sentences": mono["sentences"] if mono else 0,
+        "fragments": fragments,
     }
 
 

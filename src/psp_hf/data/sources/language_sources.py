@@ -314,6 +314,7 @@ def prepare_mono(
         report["sources"][source.name] = {
             **counts,
             "kept": len(kept),
+            "language": source.folder_language or code,
             "weight": weight,
             "license": source.license,
             "non_commercial": source.non_commercial,
