@@ -167,7 +167,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
     assert "saudinewsnet 1 (CC BY-NC-SA" in line and "NON-COMMERCIAL" in line and "arz-wikipedia 1" in line
 
 
-def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch):
+def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tmp_path, monkeypatch, capsys):
     from toy_bitext import MultilingualWordTeacher
 
     from psp_hf.data.distill_corpus import normalize_key
@@ -219,6 +219,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert "fragments" not in json.loads((folder / "mono" / "report.json").read_text())["sources"]
     without = Settings(**{**vars(settings), "mono_sources": "none"})
     assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
+    assert "--mono-fragments: no monolingual text to add the spans to" in capsys.readouterr().err
     assert training_arguments("de", folder, without).mono_data == []  # no earlier run's text comes along
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == MULTILINGUAL_DEFAULT_MONO

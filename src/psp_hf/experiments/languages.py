@@ -153,6 +153,8 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     fragments = add_fragments(code, folder, settings) if mono else {}
+    if settings.mono_fragments and not mono:
+        _say(code, "--mono-fragments: no monolingual text to add the spans to (an English-only teacher?): none added")
     if registry:
         licences.update({source.name: {"license": source.license, "kind": source.kind} for source in sources})
     report["sources"] = licences
