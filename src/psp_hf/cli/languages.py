@@ -160,7 +160,7 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         default=FRAGMENTS,
         help="short spans (2-7 words; 4-14 characters in zh) cut from the language's bitext side and monolingual "
         f"text, added to the monolingual text for the teacher to label; {MEASURED_FRAGMENTS:,} measured: Tatoeba "
-        f"and PUD dev better, STS-B dev a little worse (default {FRAGMENTS}: none)",
+        f"and PUD dev better, STS-B dev tied (default {FRAGMENTS}: none)",
     )
     parser.add_argument(
         "--non-commercial",
