@@ -72,8 +72,7 @@ def test_append_fragments_adds_both_sides_to_the_mono_text_and_its_report(tmp_pa
     pq.write_table(pa.table({"de": SENTENCES[4:], "en": english_bitext}), shard)
     drawn = append_fragments(mono, [shard], "de", 6, ["de", "en"], set())
     assert drawn == {"de": 6, "en": 5}  # English: four bitext sentences and one monolingual, one span each
-    with gzip.open(mono / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
+    lines = lines_of(mono)
     assert lines[:5] == own + english  # the sources' text stays first, unchanged
     german, added_english = lines[5:11], lines[11:]
     assert all(_is_span(span, SENTENCES) for span in german)

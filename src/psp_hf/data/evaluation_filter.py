@@ -40,6 +40,11 @@ def evaluation_keys(root: str | os.PathLike | None = None) -> dict[str, set[str]
     return sets
 
 
+def all_evaluation_keys(root: str | os.PathLike | None = None) -> set[str]:
+    """The keys of every evaluation sentence, of all sets together (what training text must not contain)."""
+    return set().union(*evaluation_keys(root).values())
+
+
 class DropEvaluationSentences(FilterStep):
     """Remove pairs with a side that is an evaluation sentence; off (and said so) without the data folder."""
 

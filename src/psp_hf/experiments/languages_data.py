@@ -75,14 +75,14 @@ def prepare_mono_text(code: str, folder: Path, settings) -> dict | None:
 
 def add_fragments(code: str, folder: Path, settings) -> dict[str, int]:
     """Short spans of the bitext and the monolingual text, appended to `<xx>/mono/` (`--mono-fragments`)."""
-    from ..data.evaluation_filter import evaluation_keys
+    from ..data.evaluation_filter import all_evaluation_keys
     from ..data.sources.fragments import FRAGMENT_SIDES, append_fragments
 
     if settings.mono_fragments <= 0:
         return {}
     sides = [code if side == "xx" else side for side in FRAGMENT_SIDES]
     shards = sorted((folder / "data" / "data").glob("*.parquet"))
-    keys = set().union(*evaluation_keys(settings.data).values())
+    keys = all_evaluation_keys(settings.data)
     return append_fragments(folder / MONO_FILE.parent, shards, code, settings.mono_fragments, sides, keys)
 
 

@@ -86,7 +86,7 @@ def append_fragments(
 
     A side's spans are cut from that side of the bitext (`bitext_shards`, psp prepare's parquet files), then from
     the monolingual sources written in it (the report's `language`); none is an evaluation sentence
-    (`evaluation_filter.evaluation_keys`). The report lists them as the source `fragments`, with the licences of
+    (`evaluation_filter.all_evaluation_keys`). The report lists them as the source `fragments`, with the licences of
     the text they are cut from. Returns the count per side."""
     import gzip
     import json

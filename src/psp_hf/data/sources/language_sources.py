@@ -277,12 +277,12 @@ def prepare_mono(
     `weight x min(limit, what is left)` sentences drawn evenly over what is left (seeded by the source's name).
     Original case is kept: the teacher reads the text as written; the student's tokenizer lowercases for itself."""
     from ..distill_corpus import normalize_key
-    from ..evaluation_filter import evaluation_keys
+    from ..evaluation_filter import all_evaluation_keys
     from ..filters import length_unit_for
     from .registry_bitext import even_sample
 
     data, out = Path(data), Path(out)
-    keys = set().union(*evaluation_keys(data).values()) if exclude_evaluation else set()
+    keys = all_evaluation_keys(data) if exclude_evaluation else set()
     seen: set[str] = set()
     sentences: list[str] = []
     report = {"kind": "mono", "lang": code, "sources": {}, "limit_per_source": limit}
