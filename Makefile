@@ -134,13 +134,13 @@ registry-bitext: .cache/registry-bitext/.unpacked-7
 # $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
 # $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
 # The recipe measured best (results/languages.md, "The default build"): e5-small as the teacher (bitext and the
-# languages' monolingual text and 50,000 English Wikipedia sentences at weight 1, labels whitened), each table's
-# shared pieces started from an English student of e5's whitened "query: " labels, built first in
-# $(LANGUAGES_DIR)/english. CPU budget on 2 cores, labelling included: the English student's labels about 16 minutes
-# (300,000 sentences) and its training 2; e5's labels of the seven languages' text (about 1.0M sentences, and the
-# English text once: about 4 minutes) 1-1.5 hours (a rerun pays nothing: TEACHER_CACHE keeps them); then per
-# language LANGUAGE_MINUTES of training at most (5 epochs end most languages first) and about 2 minutes of
-# evaluation. On a GPU the labelling takes minutes (docs/languages-multilingual.md).
+# languages' monolingual text, 50,000 short spans of it in ar, de, tr and zh, and 50,000 English Wikipedia sentences
+# at weight 1, labels whitened), each table's shared pieces started from an English student of e5's whitened
+# "query: " labels, built first in $(LANGUAGES_DIR)/english. CPU budget on 2 cores, labelling included: the English
+# student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text
+# (about 1.2M sentences, and the English text once: about 4 minutes) 1-1.5 hours (a rerun pays nothing:
+# TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of training at most (5 epochs end most languages
+# first, in 3-7 minutes), about 80 s of preparing and seconds of evaluation. On a GPU the labelling takes minutes (docs/languages-multilingual.md).
 # LANGUAGE_TEACHER=default brings back all-MiniLM-L6-v2, whose English rows come from `make distill`'s student.
 LANGUAGES ?= ar de es fr ru tr zh
 LANGUAGES_DIR ?= .cache/languages

@@ -214,12 +214,16 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert "multi30k" in text and "commonvoice 30 (CC0" in text and "ud-pud (CC BY-SA 3.0" in text
     assert f"fragments {len(spans):,} (spans of the bitext" in text
     assert not non_commercial
-    plain = Settings(**{**vars(settings), "mono_fragments": 0})  # the default: no spans
+    plain = Settings(**{**vars(settings), "mono_fragments": 0})  # 0: no spans
     assert _prepare("de", folder, plain)["fragments"] == {}
     assert "fragments" not in json.loads((folder / "mono" / "report.json").read_text())["sources"]
+    monkeypatch.setattr("psp_hf.data.sources.fragments.FRAGMENTS", 25)  # the default (None): de takes FRAGMENTS
+    assert _prepare("de", folder, Settings(**{**vars(settings), "mono_fragments": None}))["fragments"] == {"de": 25}
     without = Settings(**{**vars(settings), "mono_sources": "none"})
     assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
     assert "--mono-fragments: no monolingual text to add the spans to" in capsys.readouterr().err
+    quiet = Settings(**{**vars(without), "mono_fragments": None})  # by default: no spans and nothing said
+    assert _prepare("de", folder, quiet)["fragments"] == {} and "--mono-fragments" not in capsys.readouterr().err
     assert training_arguments("de", folder, without).mono_data == []  # no earlier run's text comes along
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="default")) == "none"  # English-only: no mono
     assert mono_selection(Settings(out=tmp_path, data=data, teacher="e5-small")) == MULTILINGUAL_DEFAULT_MONO

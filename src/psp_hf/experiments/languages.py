@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..data.sources.apertium import APERTIUM_MODES
-from ..data.sources.fragments import FRAGMENTS
 from ..data.sources.registry_bitext import (
     SOURCE_KINDS,
     SOURCE_PREFIXES,
@@ -82,7 +81,7 @@ class Settings:
     sources: str = "default"  # --sources, --mono-sources ...: see psp_hf.cli.languages
     mono_sources: str = "auto"
     mono_limit: int | None = 50_000
-    mono_fragments: int = FRAGMENTS
+    mono_fragments: int | None = None  # None: the language's default (fragments.default_fragments)
     non_commercial: bool = False
     bitext_targets: str = "auto"
     mono_weight: float = MONO_WEIGHT
@@ -153,7 +152,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     fragments = add_fragments(code, folder, settings) if mono else {}
-    if settings.mono_fragments and not mono:
+    if settings.mono_fragments and not mono:  # asked for by name: say why none came
         _say(code, "--mono-fragments: no monolingual text to add the spans to (an English-only teacher?): none added")
     if registry:
         licences.update({source.name: {"license": source.license, "kind": source.kind} for source in sources})

@@ -76,14 +76,15 @@ def prepare_mono_text(code: str, folder: Path, settings) -> dict | None:
 def add_fragments(code: str, folder: Path, settings) -> dict[str, int]:
     """Short spans of the bitext and the monolingual text, appended to `<xx>/mono/` (`--mono-fragments`)."""
     from ..data.evaluation_filter import all_evaluation_keys
-    from ..data.sources.fragments import FRAGMENT_SIDES, append_fragments
+    from ..data.sources.fragments import FRAGMENT_SIDES, append_fragments, default_fragments
 
-    if settings.mono_fragments <= 0:
+    count = default_fragments(code) if settings.mono_fragments is None else settings.mono_fragments
+    if count <= 0:
         return {}
     sides = [code if side == "xx" else side for side in FRAGMENT_SIDES]
     shards = sorted((folder / "data" / "data").glob("*.parquet"))
     keys = all_evaluation_keys(settings.data)
-    return append_fragments(folder / MONO_FILE.parent, shards, code, settings.mono_fragments, sides, keys)
+    return append_fragments(folder / MONO_FILE.parent, shards, code, count, sides, keys)
 
 
 def mono_path(folder: Path) -> Path | None:
