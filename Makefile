@@ -134,7 +134,7 @@ registry-bitext: .cache/registry-bitext/.unpacked-7
 # $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
 # $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
 # The recipe measured best (results/languages.md, "The default build"): e5-small as the teacher (bitext and the
-# languages' monolingual text, 50,000 short spans of it in ar, de, tr and zh, and 50,000 English Wikipedia sentences
+# languages' monolingual text, 50,000 short spans of it in ar, tr and zh, and 50,000 English Wikipedia sentences
 # at weight 1, labels whitened), each table's shared pieces started from an English student of e5's whitened
 # "query: " labels, built first in $(LANGUAGES_DIR)/english. CPU budget on 2 cores, labelling included: the English
 # student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text

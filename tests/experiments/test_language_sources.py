@@ -217,8 +217,11 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     plain = Settings(**{**vars(settings), "mono_fragments": 0})  # 0: no spans
     assert _prepare("de", folder, plain)["fragments"] == {}
     assert "fragments" not in json.loads((folder / "mono" / "report.json").read_text())["sources"]
-    monkeypatch.setattr("psp_hf.data.sources.fragments.FRAGMENTS", 25)  # the default (None): de takes FRAGMENTS
-    assert _prepare("de", folder, Settings(**{**vars(settings), "mono_fragments": None}))["fragments"] == {"de": 25}
+    default = Settings(**{**vars(settings), "mono_fragments": None})  # the language's default: none in de
+    assert _prepare("de", folder, default)["fragments"] == {}
+    monkeypatch.setattr("psp_hf.data.sources.fragments.FRAGMENTS", 25)  # a language that takes them: FRAGMENTS
+    monkeypatch.setattr("psp_hf.data.sources.fragments.FRAGMENT_LANGUAGES", ("de",))
+    assert _prepare("de", folder, default)["fragments"] == {"de": 25}
     without = Settings(**{**vars(settings), "mono_sources": "none"})
     assert _prepare("de", folder, without)["mono_sentences"] == 0 and not (folder / "mono").exists()
     assert "--mono-fragments: no monolingual text to add the spans to" in capsys.readouterr().err
