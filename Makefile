@@ -140,7 +140,7 @@ registry-bitext: .cache/registry-bitext/.unpacked-7
 # student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text
 # (about 1.2M sentences, and the English text once: about 4 minutes) 1-1.5 hours (a rerun pays nothing:
 # TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of training at most (5 epochs end most languages
-# first, in 3-7 minutes), about 80 s of preparing and seconds of evaluation. On a GPU the labelling takes minutes
+# first, in 3-7 minutes), 40-80 s of preparing and seconds of evaluation. On a GPU the labelling takes minutes
 # (docs/languages-multilingual.md).
 # LANGUAGE_TEACHER=default brings back all-MiniLM-L6-v2, whose English rows come from `make distill`'s student.
 LANGUAGES ?= ar de es fr ru tr zh

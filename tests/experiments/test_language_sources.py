@@ -171,7 +171,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     from toy_bitext import MultilingualWordTeacher
 
     from psp_hf.data.distill_corpus import normalize_key
-    from psp_hf.data.evaluation_filter import evaluation_keys
+    from psp_hf.data.evaluation_filter import all_evaluation_keys
     from psp_hf.experiments.languages import Settings, _label, _prepare, _train, training_arguments
     from psp_hf.experiments.languages_data import card_training_text, mono_selection
     from psp_hf.teachers.labels import TeacherCache
@@ -199,7 +199,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     assert mono_report["sentences"] == 35 + sum(prepared["fragments"].values())
     with gzip.open(folder / "mono" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
         spans = handle.read().splitlines()[35:]
-    keys = set().union(*evaluation_keys(data).values())
+    keys = all_evaluation_keys(data)
     assert len(spans) == mono_report["sources"]["fragments"]["kept"] and not {normalize_key(s) for s in spans} & keys
     report = json.loads((folder / "data" / "report" / "report.json").read_text())
     assert report["tokenizer"]["extra_texts"] == 35  # the vocabulary is trained on the monolingual text too
