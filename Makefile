@@ -75,9 +75,9 @@ registry-text: .cache/registry-text/.unpacked
 # X-English pairs from Debian packages (issue 13): FreeDict dictionaries (and Mueller's English-Russian one) and the
 # translated gettext catalogues of common programs, unpacked without installing; `psp prepare registry-bitext --lang
 # xx` reads them from .cache/registry-bitext/root. Debian has no Chinese-English dictionary; zh gets the zh_CN
-# catalogues, the English senses of CJK characters in the Unihan database (unicode-data) and CC-CEDICT (from PyPI). The two public-domain
-# SWORD Bibles (Spanish Reina-Valera 1909, World English Bible) give verse pairs for es; LibreOffice's help pages
-# (HTML, a package a language) paragraph pairs for all but ar, which has no help package.
+# catalogues, the English senses of CJK characters in the Unihan database (unicode-data) and CC-CEDICT (from PyPI,
+# below). The two public-domain SWORD Bibles (Spanish Reina-Valera 1909, World English Bible) give verse pairs for
+# es; LibreOffice's help pages (HTML, a package a language) paragraph pairs for all but ar, which has no help package.
 BITEXT_DEBS ?= dict-freedict-ara-eng dict-freedict-eng-ara dict-freedict-deu-eng dict-freedict-eng-deu \
 	dict-freedict-fra-eng dict-freedict-eng-fra dict-freedict-spa-eng dict-freedict-eng-spa dict-freedict-tur-eng \
 	dict-freedict-eng-tur dict-freedict-eng-rus mueller7-dict unicode-data coreutils bash tar gettext diffutils grep sed findutils \

