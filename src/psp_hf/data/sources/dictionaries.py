@@ -168,10 +168,11 @@ def unihan_pairs(readings: Path) -> Iterator[tuple[str, str]]:
 _CEDICT_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/$")
 _CEDICT_SKIP = re.compile(
     r"^(surname|(old |archaic |japanese |erhua )?variant of|see( also)?|cl:|abbr\. (for|of)|used in|also written|"
-    r"also pr\.|same as|pr\.|taiwan pr\.|\(?[a-z]+ pr\.)",
+    r"same as|([a-z]+ )?pr\.)",  # "pr.", "also pr.", "Taiwan pr.": pronunciations
     re.IGNORECASE,
 )
 _HAN = re.compile(r"[\u3400-\u9fff]")
+_LATIN_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
 
 
 def cedict_pairs(path: Path) -> Iterator[tuple[str, str]]:
@@ -189,7 +190,7 @@ def cedict_pairs(path: Path) -> Iterator[tuple[str, str]]:
             if match is None:
                 raise PSPInputError(f"{path}:{number}: expected 'traditional simplified [pinyin] /sense/'")
             headword = match.group(2)
-            if not _HAN.search(headword) or re.search(r"[A-Za-z0-9]", headword):
+            if not _HAN.search(headword) or _LATIN_OR_DIGIT.search(headword):
                 continue
             senses = taken.setdefault(headword, [])
             for part in match.group(3).split("/"):
