@@ -6,7 +6,7 @@ PSP := $(VENV)/bin/psp
 PSP_DATA ?= ../shared/data
 export PSP_DATA
 
-.PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages distill distill-corpus distill-pool distill-label distill-train distill-table clean
+.PHONY: venv demo test test-fast lint apertium bench chromium registry-text registry-bitext languages multilingual distill distill-corpus distill-pool distill-label distill-train distill-table clean
 
 # setup.py builds the C kernels (src/psp_hf/inference/_pooling.c, _words.c, _unigram.c): a change to one rebuilds them.
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard src/psp_hf/inference/*.c src/psp_hf/inference/*.h)
@@ -172,6 +172,14 @@ languages: venv registry-bitext registry-text
 		--teacher $(LANGUAGE_TEACHER) --teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) \
 		--epochs $(LANGUAGE_EPOCHS) --dim $(LANGUAGE_DIM) --threads $(LANGUAGE_THREADS) \
 		$(if $(ENGLISH_MODEL),--init-rows-from $(ENGLISH_MODEL)) $(LANGUAGE_FLAGS)
+
+# Issue 31's optional item: the seven languages as `make languages` builds them (done steps are skipped), then one
+# model for all of them, $(LANGUAGES_DIR)/multilingual/model (p-sp-multilingual), from their prepared text and
+# labels: a 200,000-piece vocabulary, at most 3 epochs in MULTILINGUAL_MINUTES of training (docs/languages.md).
+MULTILINGUAL_MINUTES ?= 45
+
+multilingual: LANGUAGE_FLAGS += --multilingual --multilingual-minutes $(MULTILINGUAL_MINUTES)
+multilingual: languages
 
 comma := ,
 space := $(empty) $(empty)

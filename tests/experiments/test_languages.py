@@ -46,6 +46,7 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
         sys.executable, "-c", CLI, "languages", "--langs", "de", "--out", str(out), "--data", str(data),
         "--teacher", "word-teacher", "--teacher-cache", str(cache), "--dim", "8", "--vocab-size", "150",
         "--no-registry", "--tasks", "tatoeba", "--threads", "1", "--minutes", "5", "--epochs", "100000",
+        "--multilingual", "--multilingual-vocab-size", "150",
     ]  # fmt: skip
     env = {**os.environ, "PSP_DATA": str(data)}
     small = "--save-every 10 --batch-size 16 --megabatch-size 2"
@@ -74,12 +75,20 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     assert 0 <= summary[0]["tatoeba_error_margin"] <= 100
     card = (out / "de" / "model" / "README.md").read_text()
     assert "Tatoeba" in card and "has not been evaluated yet" not in card
+    # The multilingual model came after it, from its prepared text (here de alone), with its own vocabulary.
+    multilingual = summary[1]
+    assert multilingual["language"] == "multilingual" and multilingual["pairs"] == summary[0]["pairs"]
+    assert set(multilingual["tatoeba"]) == {"de"} and multilingual["tatoeba_error"] is not None
+    card = (out / "multilingual" / "model" / "README.md").read_text()
+    assert "p-sp-multilingual" in card and "- zh" in card and "the paper's seven models" in card
+    assert "de: bitext (" in card and "Dev set (checkpoints chosen on it" in card
+    assert "p-sp-multilingual's Tatoeba is the mean" in (out / "summary.md").read_text()
     # A third run has nothing left to do (in this process: no start-up cost).
     from psp_hf.cli import main
 
     capsys.readouterr()
     assert main(command[3:]) == 0
-    assert capsys.readouterr().err.count("done before, skipped") == 5
+    assert capsys.readouterr().err.count("done before, skipped") == 10
 
 
 @pytest.fixture

@@ -13,13 +13,18 @@ from ..experiments.english_rows import E5_STUDENT, ENGLISH_SENTENCES, english_st
 from ..experiments.languages import (
     ENGLISH_TASKS,
     LANGUAGES,
+    MULTILINGUAL_EPOCHS,
+    MULTILINGUAL_MINUTES,
+    MULTILINGUAL_VOCAB_SIZE,
     REGISTRY_SOURCES,
     Settings,
     build_language,
+    comparison_markdown,
     summary_markdown,
     write_summary,
 )
 from ..experiments.languages_data import check_data
+from ..experiments.multilingual_model import build_multilingual
 from ..training.multilingual import (
     BITEXT_TARGETS,
     MONO_WEIGHT,
@@ -76,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "e5-small",
     )
     _add_data_arguments(parser)
+    _add_multilingual_arguments(parser)
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
     flags.add_quiet(parser, "no effect (each step reports on stderr)")
 
@@ -125,15 +131,49 @@ def run(args: argparse.Namespace) -> int:
         mono_weight=args.mono_weight,
         mono_batch_size=args.mono_batch_size,
         dev=args.dev,
+        multilingual_vocab_size=args.multilingual_vocab_size,
+        multilingual_epochs=args.multilingual_epochs,
+        multilingual_minutes=args.multilingual_minutes,
     )
     for code in languages:  # a wrong source name or a missing dev set fails before any work
         check_data(code, settings)
     if build_english:
         settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]
-    write_summary(out, rows)
-    print(summary_markdown(rows))
+    multilingual = build_multilingual(languages, settings) if args.multilingual else None
+    write_summary(out, rows, multilingual)
+    print(summary_markdown(rows + [multilingual] * bool(multilingual)))
+    if multilingual:
+        print("\n" + comparison_markdown(rows, multilingual))
     return 0
+
+
+def _add_multilingual_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the multilingual model (p-sp-multilingual)."""
+    parser.add_argument(
+        "--multilingual",
+        action="store_true",
+        help="after the languages, build one model for all of them and English (OUT/multilingual: p-sp-multilingual) "
+        "from their prepared text, and compare it with them",
+    )
+    parser.add_argument(
+        "--multilingual-vocab-size",
+        type=int,
+        default=MULTILINGUAL_VOCAB_SIZE,
+        help=f"--multilingual: its sentencepiece vocabulary ({MULTILINGUAL_VOCAB_SIZE:,})",
+    )
+    parser.add_argument(
+        "--multilingual-epochs",
+        type=int,
+        default=MULTILINGUAL_EPOCHS,
+        help=f"--multilingual: at most this many epochs ({MULTILINGUAL_EPOCHS})",
+    )
+    parser.add_argument(
+        "--multilingual-minutes",
+        type=float,
+        default=MULTILINGUAL_MINUTES,
+        help=f"--multilingual: training minutes at most ({MULTILINGUAL_MINUTES:g})",
+    )
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser) -> None:

@@ -55,6 +55,10 @@ REGISTRY_SOURCES = SOURCE_KINDS
 STEPS = ("prepare", "label", "train", "evaluate", "card")
 # Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
 TATOEBA_MARGIN_K = 4
+# p-sp-multilingual (`--multilingual`): its vocabulary, and the epochs and minutes of its training.
+MULTILINGUAL_VOCAB_SIZE = 200_000
+MULTILINGUAL_EPOCHS = 3
+MULTILINGUAL_MINUTES = 45.0
 
 
 @dataclass
@@ -87,6 +91,9 @@ class Settings:
     mono_weight: float = MONO_WEIGHT
     mono_batch_size: int = 128
     dev: str = "pud"
+    multilingual_vocab_size: int = MULTILINGUAL_VOCAB_SIZE  # --multilingual (multilingual_model.py)
+    multilingual_epochs: int = MULTILINGUAL_EPOCHS
+    multilingual_minutes: float = MULTILINGUAL_MINUTES
 
 
 def _say(code: str, message: str) -> None:
@@ -104,20 +111,25 @@ def _mark(folder: Path, step: str, info: dict) -> None:
 
 def build_language(code: str, settings: Settings) -> dict:
     """prepare -> label -> train -> evaluate -> card for one language, skipping steps already done."""
-    folder = settings.out / code
-    folder.mkdir(parents=True, exist_ok=True)
     steps = {"prepare": _prepare, "label": _label, "train": _train, "evaluate": _evaluate, "card": _card}
+    run_steps(code, settings.out / code, steps, code, settings)
+    return language_row(code, settings.out / code)
+
+
+def run_steps(name: str, folder: Path, steps: dict, subject, settings: Settings) -> None:
+    """Each of STEPS in `folder`, as `steps[step](subject, folder, settings)`, skipping those marked done; a step's
+    record (its returned dict and seconds) marks it done."""
+    folder.mkdir(parents=True, exist_ok=True)
     for step in STEPS:
         if _done(folder, step).is_file():
-            _say(code, f"{step}: done before, skipped")
+            _say(name, f"{step}: done before, skipped")
             continue
         started = time.perf_counter()
-        _say(code, f"{step} ...")
-        info = steps[step](code, folder, settings) or {}
+        _say(name, f"{step} ...")
+        info = steps[step](subject, folder, settings) or {}
         info["seconds"] = round(time.perf_counter() - started, 1)
         _mark(folder, step, info)
-        _say(code, f"{step}: done in {info['seconds']} s")
-    return language_row(code, folder)
+        _say(name, f"{step}: done in {info['seconds']} s")
 
 
 def _prepare(code: str, folder: Path, settings: Settings) -> dict:
@@ -190,9 +202,11 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
 ENGLISH_ROWS_SETTINGS = {"ar": {"init_l2": 1e-5}}
 
 
-def training_arguments(code: str, folder: Path, settings: Settings, resume: bool = False) -> TrainingArguments:
-    """The training settings of one language (the defaults measured for bitext, see results/languages.md), with the
-    user's `--train-args` on top; validated."""
+def training_arguments(
+    code: str, folder: Path, settings: Settings, resume: bool = False, overrides: dict | None = None
+) -> TrainingArguments:
+    """The training settings of one language (the defaults measured for bitext, see results/languages.md), with
+    `overrides` and then the user's `--train-args` on top; validated."""
     from ..training import TrainingArguments
     from ..training.command_line import with_flags
     from .languages_data import multilingual_training_values
@@ -212,16 +226,21 @@ def training_arguments(code: str, folder: Path, settings: Settings, resume: bool
     if settings.threads:
         values["threads"] = settings.threads
     values.update(multilingual_training_values(code, folder, settings))
+    values.update(overrides or {})
     return with_flags(TrainingArguments(**values), settings.extra)
 
 
 def _train(code: str, folder: Path, settings: Settings) -> dict:
+    # A killed run continues from its last checkpoint.
+    resume = (folder / "model" / "training" / "checkpoint.json").is_file()
+    return run_training(code, folder, training_arguments(code, folder, settings, resume=resume))
+
+
+def run_training(code: str, folder: Path, arguments: TrainingArguments) -> dict:
+    """Train `folder`/model with `arguments`; the record of the train step."""
     from ..training import Trainer
     from ..training.command_line import command_line
 
-    # A killed run continues from its last checkpoint.
-    resume = (folder / "model" / "training" / "checkpoint.json").is_file()
-    arguments = training_arguments(code, folder, settings, resume=resume)
     trainer = Trainer(arguments)
     trainer.train()
     status = trainer.push_status
@@ -235,18 +254,23 @@ def _train(code: str, folder: Path, settings: Settings) -> dict:
 
 
 def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
+    return evaluate_folder(folder, settings, [code], STS17_TRACKS.get(code, ["en-en"]))
+
+
+def evaluate_folder(folder: Path, settings: Settings, tatoeba_languages: list[str], sts17_pairs: list[str]) -> dict:
+    """`psp eval` of `folder`/model on the run's tasks into `folder`/eval.json (STS17 only with `sts17_pairs`)."""
     from .. import load
     from ..evaluation import evaluate_model
     from ..evaluation.model_index import card_results
 
-    tasks = [task for task in settings.tasks if task != "sts17" or code in STS17_TRACKS]
+    tasks = [task for task in settings.tasks if task != "sts17" or sts17_pairs != ["en-en"]]
     evaluation = evaluate_model(
         load(folder / "model"),
         tasks=tasks,
         data_dir=settings.data,
-        tatoeba_languages=[code],
+        tatoeba_languages=tatoeba_languages,
         tatoeba_margin_k=TATOEBA_MARGIN_K,
-        sts17_pairs=STS17_TRACKS.get(code, ["en-en"]),
+        sts17_pairs=sts17_pairs,
     )
     evaluation["card_results"] = card_results(evaluation)
     with atomic_path(folder / "eval.json") as tmp:
@@ -278,22 +302,33 @@ def training_info(model: Path) -> dict:
 
 
 def _card(code: str, folder: Path, settings: Settings) -> dict:
+    from .languages_data import card_training_text
+
+    text, non_commercial = card_training_text(folder, _dev_bitext(folder))
+    return write_card(code, folder, settings, text, non_commercial)
+
+
+def _dev_bitext(folder: Path) -> str | None:
+    return json.loads((folder / "model" / "training" / "args.json").read_text(encoding="utf-8")).get("dev_bitext")
+
+
+def write_card(template: str, folder: Path, settings: Settings, training_text: str, non_commercial: bool) -> dict:
+    """Render `folder`/model's card from hub_cards/`template`.md, the run's numbers and its training text."""
     from .. import load
     from ..hub.card import write_model_card
-    from .languages_data import NON_COMMERCIAL_LICENSE, card_training_text
+    from .english_rows import rows_description
+    from .languages_data import NON_COMMERCIAL_LICENSE
 
     evaluation = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
     model = folder / "model"
     info = training_info(model)
-    info["training_text"], non_commercial = card_training_text(folder, info.get("dev_bitext"))
-    from .english_rows import rows_description
-
+    info["training_text"] = training_text
     described = rows_description(settings.out, info.get("init_rows_from"))
     if described:  # the student built in OUT/english: say what it is, with its corpus's licences, not its path
         info["init_rows_from"] = described
     if non_commercial:
         info["license"] = NON_COMMERCIAL_LICENSE
-    write_model_card(model, load(model), language=code, eval_results=evaluation["card_results"], training_info=info)
+    write_model_card(model, load(model), language=template, eval_results=evaluation["card_results"], training_info=info)
     return {"card": str(model / "README.md")}
 
 
@@ -317,20 +352,33 @@ def language_row(code: str, folder: Path) -> dict:
         "tatoeba_error": results.get("tatoeba", {}).get(code, {}).get("error_rate"),
         "tatoeba_error_margin": results.get("tatoeba", {}).get(code, {}).get("error_rate_margin"),
     }
-    sts17 = results.get("sts17", {})
-    row["sts17"] = {pair: scores["pearson"] for pair, scores in sts17.items() if isinstance(scores, dict)}
-    years = [results[task]["pearson_mean"] for task in ENGLISH_TASKS[:5] if task in results]
-    row["sts12_16"] = sum(years) / len(years) if len(years) == 5 else None
-    row["stsb_test"] = results.get("stsb", {}).get("test", {}).get("pearson")
+    row.update(sts_scores(results))
     return row
 
 
-def write_summary(out: Path, rows: list[dict]) -> None:
-    """summary.json and summary.md in `out`."""
+def sts_scores(results: dict) -> dict:
+    """STS17 by track, English STS12-16 (the mean of the five years) and STS-B test of `psp eval`'s results."""
+    sts17 = results.get("sts17", {})
+    years = [results[task]["pearson_mean"] for task in ENGLISH_TASKS[:5] if task in results]
+    return {
+        "sts17": {pair: scores["pearson"] for pair, scores in sts17.items() if isinstance(scores, dict)},
+        "sts12_16": sum(years) / len(years) if len(years) == 5 else None,
+        "stsb_test": results.get("stsb", {}).get("test", {}).get("pearson"),
+    }
+
+
+def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None) -> None:
+    """summary.json and summary.md in `out` (with `multilingual`: its row last, and its Tatoeba language by language
+    beside the per-language models')."""
+    every = rows + ([multilingual] if multilingual else [])
     with atomic_path(out / "summary.json") as tmp:
-        tmp.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(every, indent=2) + "\n", encoding="utf-8")
+    text = summary_markdown(every)
+    if multilingual:
+        text += "\n\np-sp-multilingual's Tatoeba is the mean of its languages'; by language:\n\n"
+        text += comparison_markdown(rows, multilingual)
     with atomic_path(out / "summary.md") as tmp:
-        tmp.write_text(summary_markdown(rows) + "\n", encoding="utf-8")
+        tmp.write_text(text + "\n", encoding="utf-8")
 
 
 def summary_markdown(rows: list[dict]) -> str:
@@ -349,5 +397,26 @@ def summary_markdown(rows: list[dict]) -> str:
             f"| p-sp-{row['language']} | {row['data']} | {row['pairs']:,} | {row['minutes']} | "
             f"{number(row['tatoeba_error'])} | {number(row.get('tatoeba_error_margin'))} | {sts17} | "
             f"{number(row['sts12_16'])} | {number(row['stsb_test'])} |"
+        )
+    return "\n".join(lines)
+
+
+def comparison_markdown(rows: list[dict], multilingual: dict) -> str:
+    """p-sp-multilingual beside the per-language models, language by language (Tatoeba error %, nearest cosine
+    and by margin)."""
+
+    def number(value) -> str:
+        return "—" if value is None else f"{value:.2f}"
+
+    lines = [
+        "| language | p-sp-xx Tatoeba % | p-sp-multilingual | p-sp-xx margin k=4 | p-sp-multilingual margin |",
+        "|---|---|---|---|---|",
+    ]
+    by_language = {row["language"]: row for row in rows}
+    for code, scores in multilingual["tatoeba"].items():
+        own = by_language.get(code, {})
+        lines.append(
+            f"| {code} | {number(own.get('tatoeba_error'))} | {number(scores['error'])} | "
+            f"{number(own.get('tatoeba_error_margin'))} | {number(scores['margin'])} |"
         )
     return "\n".join(lines)

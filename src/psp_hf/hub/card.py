@@ -24,7 +24,8 @@ from ..errors import PSPInputError
 from ..evaluation.model_index import METRIC_NAMES, ResultRow, eval_results_for_card, result_rows
 from ..io import atomic_path
 
-LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh")
+LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh", "multilingual")
+TEMPLATE_OF = {"mul": "multilingual"}  # `psp train --lang mul` (ISO 639-2: several languages): the multilingual card
 
 #: Stands for the Hub repo id in a card rendered before the id is known; `psp push` replaces it on upload.
 REPO_ID_PLACEHOLDER = "<org>/p-sp-{language}"
@@ -108,6 +109,7 @@ def language_template(language: str) -> tuple[dict[str, Any], str]:
     """The facts (front matter) and the Markdown notes of `hub_cards/<language>.md`."""
     from huggingface_hub import RepoCard
 
+    language = TEMPLATE_OF.get(language, language)
     if language not in LANGUAGES:
         raise PSPInputError(f"language {language!r}: no card template (known: {', '.join(LANGUAGES)})")
     template = RepoCard(_template_text(f"{language}.md"))
@@ -178,6 +180,9 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
     if settings.get("dev") == "auto":  # what --dev auto stood for in this run
         bitext = settings.get("lang") not in (None, "en") and settings.get("kind") in ("auto", "bitext")
         settings["dev"] = "bitext (held-back pairs, mining accuracy)" if bitext else "stsb"
+    if settings.get("dev_bitext"):  # dev pairs from a file: none of the training pairs were held back
+        settings["dev"] = "bitext (the dev pairs below, mining accuracy)"
+        settings.pop("dev_pairs", None)
     if settings.get("teacher_labelled_english"):  # multilingual distillation: no corpus batches
         settings.pop("distill_batch_size", None)
     known = [key for key in _SETTING_LABELS if key in settings]
@@ -321,6 +326,7 @@ def render_model_card(
     from ..persistence.sentence_transformers_layout import DEFAULT_MAX_SEQ_LENGTH
 
     config = _config_of(encoder_or_config)
+    language = TEMPLATE_OF.get(language, language)
     facts, notes = language_template(language)
     training_info = dict(training_info or {})
     repo_id = repo_id or REPO_ID_PLACEHOLDER.format(language=language)
@@ -373,6 +379,7 @@ def render_model_card(
         "language_notes": notes,
         "paper_setting": facts["paper_setting"].strip(),
         "paper_results": facts.get("paper_results", "").strip() or "—",
+        "paper_reference": facts.get("paper_reference", "the paper's own model for this language"),
         "results_table": _results_table(rows),
         "settings_table": _settings_table(training_info),
         "teacher_lines": _teacher_lines(training_info),

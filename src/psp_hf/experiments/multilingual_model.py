@@ -1,0 +1,217 @@
+"""`psp languages --multilingual`: one model for all the languages of a run, p-sp-multilingual (issue 31, item 5).
+
+It is built from what the per-language runs prepared, after them, in `OUT/multilingual/`:
+
+    prepare   every language's filtered bitext in one column, `mul` (their English sides in `en`), and their
+              monolingual text (duplicates once) -> data/ and mono/; one sentencepiece vocabulary of
+              --multilingual-vocab-size pieces is trained on all of it. The dev set (dev.tsv) is the PUD pairs with
+              the X side taken from each language in turn: PUD's 1,000 English sentences are the same in every
+              language, so each appears once, beside one of its translations.
+    label     through the run's teacher cache: the per-language runs labelled every sentence already.
+    train     the per-language recipe (margin loss + distillation of the English sides and the monolingual text,
+              rows started from the English model), --multilingual-epochs within --multilingual-minutes.
+    evaluate  Tatoeba of every language of the run, every STS17 track, English STS12-16 and STS-B.
+    card      hub_cards/multilingual.md, with every language's sources and licences.
+
+Like the per-language steps, each writes `done-<step>` and a rerun skips it; training resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import PSPInputError
+from ..io import atomic_path
+from .languages import Settings, _done, run_steps, training_arguments
+
+NAME = "multilingual"  # the folder, the card template and the model's name (p-sp-multilingual)
+DATA_LANG = "mul"  # ISO 639-2's code for several languages: the data column of the mixed X sides
+DEV_FILE = "dev.tsv"
+STS17_ALL = ["ar-ar", "ar-en", "es-es", "es-en", "es-en-wmt", "tr-en", "en-en"]
+
+
+def build_multilingual(languages: list[str], settings: Settings) -> dict:
+    """prepare -> label -> train -> evaluate -> card for the multilingual model, skipping steps already done."""
+    steps = {"prepare": _prepare, "label": _label, "train": _train, "evaluate": _evaluate, "card": _card}
+    run_steps(NAME, settings.out / NAME, steps, languages, settings)
+    return multilingual_row(settings.out / NAME)
+
+
+def _language_folders(languages: list[str], settings: Settings) -> list[tuple[str, Path]]:
+    folders = [(code, settings.out / code) for code in languages]
+    missing = [code for code, folder in folders if not _done(folder, "prepare").is_file()]
+    if missing:
+        raise PSPInputError(f"--multilingual: {', '.join(missing)} not prepared yet (run psp languages for them)")
+    return folders
+
+
+def _prepare(languages: list[str], folder: Path, settings: Settings) -> dict:
+    from ..data.prepare import prepare_bitext
+    from ..training.multilingual import read_mono_sentences
+
+    folders = _language_folders(languages, settings)
+    mono = write_mono(folders, folder / "mono")
+    staging = Path(tempfile.mkdtemp(prefix="psp-multilingual-"))
+    try:
+        inputs = [stage_language(code, language_folder, staging) for code, language_folder in folders]
+        report = prepare_bitext(
+            inputs,
+            DATA_LANG,
+            folder / "data",
+            min_tokens=1,  # each language's own filter ran already; this pass removes only cross-language duplicates
+            length_unit="words",
+            overwrite=True,
+            vocab_size=settings.multilingual_vocab_size,
+            tokenizer_texts=read_mono_sentences([folder / "mono" / "sentences.txt.gz"]) if mono else (),
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if settings.dev == "pud":
+        write_dev(languages, settings.data, folder / DEV_FILE)
+    return {"pairs": report["pairs_out"], "languages": languages, "mono_sentences": mono}
+
+
+def stage_language(code: str, language_folder: Path, staging: Path) -> Path:
+    """One language's prepared pairs as `<code>.tsv` with the columns `mul` and `en` (named after the language, so
+    the report counts each)."""
+    import pyarrow.parquet as pq
+
+    path = staging / f"{code}.tsv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"{DATA_LANG}\ten\n")
+        for shard in sorted((language_folder / "data" / "data").glob("*.parquet")):
+            table = pq.read_table(shard, columns=[code, "en"])
+            for other, english in zip(table.column(code).to_pylist(), table.column("en").to_pylist(), strict=True):
+                handle.write(f"{other}\t{english}\n")
+    return path
+
+
+def write_mono(folders: list[tuple[str, Path]], out: Path) -> int:
+    """Every language's monolingual text in one file (a sentence once), with a report naming each source: returns
+    the sentence count (0, and no folder, when no language has any)."""
+    from .languages_data import mono_path
+
+    shutil.rmtree(out, ignore_errors=True)
+    paths = [(code, mono_path(language_folder)) for code, language_folder in folders]
+    paths = [(code, path) for code, path in paths if path is not None]
+    if not paths:
+        return 0
+    out.mkdir(parents=True)
+    seen: set[str] = set()
+    sources: dict[str, dict] = {}
+    with atomic_path(out / "sentences.txt.gz") as tmp, gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        for code, path in paths:
+            with gzip.open(path, "rt", encoding="utf-8") as lines:
+                for line in lines:
+                    sentence = line.rstrip("\n")
+                    if sentence and sentence not in seen:
+                        seen.add(sentence)
+                        handle.write(sentence + "\n")
+            report = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
+            sources.update({f"{code}/{name}": info for name, info in report.get("sources", {}).items()})
+    report = {"kind": "mono", "lang": DATA_LANG, "sources": sources, "sentences": len(seen)}
+    with atomic_path(out / "report.json") as tmp:
+        tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return len(seen)
+
+
+def write_dev(languages: list[str], data: Path, out: Path) -> int:
+    """The PUD dev pairs, pair i's X side in languages[i % n]: each English sentence once (PUD is parallel)."""
+    from ..data.sources.language_sources import dev_file
+    from ..training.multilingual import read_dev_pairs
+
+    pairs = {code: read_dev_pairs(dev_file(data, code), code) for code in languages}
+    count = min(len(found) for found in pairs.values())
+    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(f"{DATA_LANG}\ten\n")
+        for index in range(count):
+            other, english = pairs[languages[index % len(languages)]][index]
+            handle.write(f"{other}\t{english}\n")
+    return count
+
+
+def _label(languages: list[str], folder: Path, settings: Settings) -> dict:
+    from .languages import _label as label_language
+
+    return label_language(DATA_LANG, folder, settings)
+
+
+def multilingual_arguments(folder: Path, settings: Settings, resume: bool = False):
+    """The per-language training settings with the multilingual run's data, dev set, epochs and minutes."""
+    overrides = {
+        "epochs": settings.multilingual_epochs,
+        "max_minutes": settings.multilingual_minutes,
+        "vocab_size": settings.multilingual_vocab_size,  # the prepared vocabulary's size, as the card records it
+    }
+    overrides["dev_bitext"] = str(folder / DEV_FILE) if settings.dev == "pud" else None
+    return training_arguments(DATA_LANG, folder, settings, resume=resume, overrides=overrides)
+
+
+def _train(languages: list[str], folder: Path, settings: Settings) -> dict:
+    from .languages import run_training
+
+    resume = (folder / "model" / "training" / "checkpoint.json").is_file()
+    return run_training(NAME, folder, multilingual_arguments(folder, settings, resume))
+
+
+def _evaluate(languages: list[str], folder: Path, settings: Settings) -> dict:
+    from .languages import evaluate_folder
+
+    return evaluate_folder(folder, settings, tatoeba_languages=languages, sts17_pairs=STS17_ALL)
+
+
+def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
+    from .languages import _dev_bitext, write_card
+    from .languages_data import card_training_text
+
+    parts, non_commercial = [], False
+    for code in languages:
+        text, restricted = card_training_text(settings.out / code, None)
+        parts.append(f"{code}: {text}")
+        non_commercial = non_commercial or restricted
+    pairs = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))["pairs"]
+    text = f"the {len(languages)} languages' prepared text, {pairs:,} pairs after removing duplicates. " + " | ".join(
+        parts
+    )
+    if _dev_bitext(folder):
+        from ..data.sources.language_sources import DEV_SOURCE
+
+        text += (
+            f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license}), "
+            "each English sentence once, beside one of its translations"
+        )
+    return write_card(NAME, folder, settings, text, non_commercial)
+
+
+def multilingual_row(folder: Path) -> dict:
+    """The summary's row of the multilingual model: Tatoeba of every language and their mean, STS17, English STS."""
+    from .languages import sts_scores
+
+    prepared = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))
+    trained = json.loads(_done(folder, "train").read_text(encoding="utf-8"))
+    results = json.loads((folder / "eval.json").read_text(encoding="utf-8"))["results"]
+    found = results.get("tatoeba", {})
+    tatoeba = {
+        code: {"error": found[code].get("error_rate"), "margin": found[code].get("error_rate_margin")}
+        for code in prepared["languages"]
+        if isinstance(found.get(code), dict)
+    }
+
+    def mean(key: str) -> float | None:
+        values = [scores[key] for scores in tatoeba.values() if scores[key] is not None]
+        return sum(values) / len(values) if values else None
+
+    return {
+        "language": NAME,
+        "data": f"the prepared text of {', '.join(prepared['languages'])}",
+        "pairs": prepared["pairs"],
+        "minutes": round((trained.get("train_seconds") or 0) / 60, 1),
+        "tatoeba_error": mean("error"),  # the mean over the languages
+        "tatoeba_error_margin": mean("margin"),
+        "tatoeba": tatoeba,
+        **sts_scores(results),
+    }
