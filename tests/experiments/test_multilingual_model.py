@@ -146,3 +146,16 @@ def test_the_comparison_puts_each_language_beside_its_own_model():
     lines = comparison_markdown(rows, multilingual).splitlines()
     assert lines[2] == "| de | 3.65 | 4.10 | 1.70 | 2.00 |"
     assert lines[3] == "| fr | — | 9.50 | — | — |"
+
+
+def test_a_rerun_naming_other_languages_is_refused_before_any_work(two_languages):
+    from psp_hf.errors import PSPInputError
+    from psp_hf.experiments.languages import Settings
+    from psp_hf.experiments.multilingual_model import NAME, build_multilingual
+
+    out, data = two_languages
+    (out / NAME).mkdir()
+    (out / NAME / "done-prepare").write_text(json.dumps({"languages": ["de", "fr"], "pairs": 16}))
+    with pytest.raises(PSPInputError, match=r"was built from de, fr, this run names de: give another --output"):
+        build_multilingual(["de"], Settings(out=out, data=data))
+    assert sorted(path.name for path in (out / NAME).iterdir()) == ["done-prepare"]

@@ -26,7 +26,18 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..io import atomic_path
-from .languages import Settings, _done, run_steps, training_arguments
+from .languages import (
+    Settings,
+    _dev_bitext,
+    _done,
+    evaluate_folder,
+    run_steps,
+    run_training,
+    sts_scores,
+    training_arguments,
+    write_card,
+)
+from .languages import _label as label_language
 
 NAME = "multilingual"  # the folder, the card template and the model's name (p-sp-multilingual)
 DATA_LANG = "mul"  # ISO 639-2's code for several languages: the data column of the mixed X sides
@@ -36,9 +47,17 @@ STS17_ALL = ["ar-ar", "ar-en", "es-es", "es-en", "es-en-wmt", "tr-en", "en-en"]
 
 def build_multilingual(languages: list[str], settings: Settings) -> dict:
     """prepare -> label -> train -> evaluate -> card for the multilingual model, skipping steps already done."""
+    folder = settings.out / NAME
+    if _done(folder, "prepare").is_file():  # a rerun: the text it was made of must be the languages named now
+        before = json.loads(_done(folder, "prepare").read_text(encoding="utf-8")).get("languages")
+        if before != languages:
+            raise PSPInputError(
+                f"--multilingual: {folder} was built from {', '.join(before or [])}, this run names "
+                f"{', '.join(languages)}: give another --output, or delete {folder} to build it again"
+            )
     steps = {"prepare": _prepare, "label": _label, "train": _train, "evaluate": _evaluate, "card": _card}
-    run_steps(NAME, settings.out / NAME, steps, languages, settings)
-    return multilingual_row(settings.out / NAME)
+    run_steps(NAME, folder, steps, languages, settings)
+    return multilingual_row(folder)
 
 
 def _language_folders(languages: list[str], settings: Settings) -> list[tuple[str, Path]]:
@@ -135,8 +154,6 @@ def write_dev(languages: list[str], data: Path, out: Path) -> int:
 
 
 def _label(languages: list[str], folder: Path, settings: Settings) -> dict:
-    from .languages import _label as label_language
-
     return label_language(DATA_LANG, folder, settings)
 
 
@@ -152,20 +169,15 @@ def multilingual_arguments(folder: Path, settings: Settings, resume: bool = Fals
 
 
 def _train(languages: list[str], folder: Path, settings: Settings) -> dict:
-    from .languages import run_training
-
     resume = (folder / "model" / "training" / "checkpoint.json").is_file()
     return run_training(NAME, folder, multilingual_arguments(folder, settings, resume))
 
 
 def _evaluate(languages: list[str], folder: Path, settings: Settings) -> dict:
-    from .languages import evaluate_folder
-
     return evaluate_folder(folder, settings, tatoeba_languages=languages, sts17_pairs=STS17_ALL)
 
 
 def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
-    from .languages import _dev_bitext, write_card
     from .languages_data import card_training_text
 
     parts, non_commercial = [], False
@@ -189,8 +201,6 @@ def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
 
 def multilingual_row(folder: Path) -> dict:
     """The summary's row of the multilingual model: Tatoeba of every language and their mean, STS17, English STS."""
-    from .languages import sts_scores
-
     prepared = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))
     trained = json.loads(_done(folder, "train").read_text(encoding="utf-8"))
     results = json.loads((folder / "eval.json").read_text(encoding="utf-8"))["results"]
