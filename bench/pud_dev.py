@@ -21,6 +21,8 @@ def main() -> None:
     parser.add_argument("--langs", default=",".join(LANGUAGES), help="comma-separated (default: the seven)")
     parser.add_argument("--data", default=None, help="the data folder (default $PSP_DATA or ../shared/data)")
     args = parser.parse_args()
+    if any("=" not in entry for entry in args.model):
+        parser.error("--model takes NAME=FOLDER, e.g. ar=OUT/ar/model")
 
     from psp_hf import load
     from psp_hf.data.sources.language_sources import dev_file
