@@ -19,8 +19,6 @@ from ..experiments.languages import (
     REGISTRY_SOURCES,
     Settings,
     build_language,
-    comparison_markdown,
-    summary_markdown,
     write_summary,
 )
 from ..experiments.languages_data import check_data
@@ -141,10 +139,7 @@ def run(args: argparse.Namespace) -> int:
         settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]
     multilingual = build_multilingual(languages, settings) if args.multilingual else None
-    write_summary(out, rows, multilingual)
-    print(summary_markdown(rows + [multilingual] * bool(multilingual)))
-    if multilingual:
-        print("\n" + comparison_markdown(rows, multilingual))
+    print(write_summary(out, rows, multilingual))
     return 0
 
 

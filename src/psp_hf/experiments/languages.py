@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -254,23 +255,25 @@ def run_training(code: str, folder: Path, arguments: TrainingArguments) -> dict:
 
 
 def _evaluate(code: str, folder: Path, settings: Settings) -> dict:
-    return evaluate_folder(folder, settings, [code], STS17_TRACKS.get(code, ["en-en"]))
+    return evaluate_folder(folder, settings, [code], STS17_TRACKS.get(code))
 
 
-def evaluate_folder(folder: Path, settings: Settings, tatoeba_languages: list[str], sts17_pairs: list[str]) -> dict:
+def evaluate_folder(
+    folder: Path, settings: Settings, tatoeba_languages: list[str], sts17_pairs: list[str] | None
+) -> dict:
     """`psp eval` of `folder`/model on the run's tasks into `folder`/eval.json (STS17 only with `sts17_pairs`)."""
     from .. import load
     from ..evaluation import evaluate_model
     from ..evaluation.model_index import card_results
 
-    tasks = [task for task in settings.tasks if task != "sts17" or sts17_pairs != ["en-en"]]
+    tasks = [task for task in settings.tasks if task != "sts17" or sts17_pairs]
     evaluation = evaluate_model(
         load(folder / "model"),
         tasks=tasks,
         data_dir=settings.data,
         tatoeba_languages=tatoeba_languages,
         tatoeba_margin_k=TATOEBA_MARGIN_K,
-        sts17_pairs=sts17_pairs,
+        sts17_pairs=sts17_pairs or ["en-en"],  # unused without the sts17 task
     )
     evaluation["card_results"] = card_results(evaluation)
     with atomic_path(folder / "eval.json") as tmp:
@@ -304,16 +307,12 @@ def training_info(model: Path) -> dict:
 def _card(code: str, folder: Path, settings: Settings) -> dict:
     from .languages_data import card_training_text
 
-    text, non_commercial = card_training_text(folder, _dev_bitext(folder))
-    return write_card(code, folder, settings, text, non_commercial)
+    return write_card(code, folder, settings, lambda info: card_training_text(folder, info.get("dev_bitext")))
 
 
-def _dev_bitext(folder: Path) -> str | None:
-    return json.loads((folder / "model" / "training" / "args.json").read_text(encoding="utf-8")).get("dev_bitext")
-
-
-def write_card(template: str, folder: Path, settings: Settings, training_text: str, non_commercial: bool) -> dict:
-    """Render `folder`/model's card from hub_cards/`template`.md, the run's numbers and its training text."""
+def write_card(template: str, folder: Path, settings: Settings, describe: Callable[[dict], tuple[str, bool]]) -> dict:
+    """Render `folder`/model's card from hub_cards/`template`.md and the run's numbers; `describe(run settings)`
+    gives the training text and whether a source of it is non-commercial."""
     from .. import load
     from ..hub.card import write_model_card
     from .english_rows import rows_description
@@ -322,7 +321,7 @@ def write_card(template: str, folder: Path, settings: Settings, training_text: s
     evaluation = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
     model = folder / "model"
     info = training_info(model)
-    info["training_text"] = training_text
+    info["training_text"], non_commercial = describe(info)
     described = rows_description(settings.out, info.get("init_rows_from"))
     if described:  # the student built in OUT/english: say what it is, with its corpus's licences, not its path
         info["init_rows_from"] = described
@@ -367,9 +366,9 @@ def sts_scores(results: dict) -> dict:
     }
 
 
-def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None) -> None:
+def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None) -> str:
     """summary.json and summary.md in `out` (with `multilingual`: its row last, and its Tatoeba language by language
-    beside the per-language models')."""
+    beside the per-language models'); returns summary.md's text."""
     every = rows + ([multilingual] if multilingual else [])
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps(every, indent=2) + "\n", encoding="utf-8")
@@ -379,6 +378,7 @@ def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None)
         text += comparison_markdown(rows, multilingual)
     with atomic_path(out / "summary.md") as tmp:
         tmp.write_text(text + "\n", encoding="utf-8")
+    return text
 
 
 def summary_markdown(rows: list[dict]) -> str:

@@ -27,8 +27,8 @@ from pathlib import Path
 from ..errors import PSPInputError
 from ..io import atomic_path
 from .languages import (
+    STS17_TRACKS,
     Settings,
-    _dev_bitext,
     _done,
     evaluate_folder,
     run_steps,
@@ -42,7 +42,7 @@ from .languages import _label as label_language
 NAME = "multilingual"  # the folder, the card template and the model's name (p-sp-multilingual)
 DATA_LANG = "mul"  # ISO 639-2's code for several languages: the data column of the mixed X sides
 DEV_FILE = "dev.tsv"
-STS17_ALL = ["ar-ar", "ar-en", "es-es", "es-en", "es-en-wmt", "tr-en", "en-en"]
+STS17_ALL = [*(pair for pairs in STS17_TRACKS.values() for pair in pairs), "en-en"]  # every language's, and English
 
 
 def build_multilingual(languages: list[str], settings: Settings) -> dict:
@@ -70,10 +70,9 @@ def _language_folders(languages: list[str], settings: Settings) -> list[tuple[st
 
 def _prepare(languages: list[str], folder: Path, settings: Settings) -> dict:
     from ..data.prepare import prepare_bitext
-    from ..training.multilingual import read_mono_sentences
 
     folders = _language_folders(languages, settings)
-    mono = write_mono(folders, folder / "mono")
+    mono = write_mono(folders, folder / "mono")  # also the vocabulary's text
     staging = Path(tempfile.mkdtemp(prefix="psp-multilingual-"))
     try:
         inputs = [stage_language(code, language_folder, staging) for code, language_folder in folders]
@@ -85,13 +84,13 @@ def _prepare(languages: list[str], folder: Path, settings: Settings) -> dict:
             length_unit="words",
             overwrite=True,
             vocab_size=settings.multilingual_vocab_size,
-            tokenizer_texts=read_mono_sentences([folder / "mono" / "sentences.txt.gz"]) if mono else (),
+            tokenizer_texts=mono,
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if settings.dev == "pud":
         write_dev(languages, settings.data, folder / DEV_FILE)
-    return {"pairs": report["pairs_out"], "languages": languages, "mono_sentences": mono}
+    return {"pairs": report["pairs_out"], "languages": languages, "mono_sentences": len(mono)}
 
 
 def stage_language(code: str, language_folder: Path, staging: Path) -> Path:
@@ -109,18 +108,18 @@ def stage_language(code: str, language_folder: Path, staging: Path) -> Path:
     return path
 
 
-def write_mono(folders: list[tuple[str, Path]], out: Path) -> int:
+def write_mono(folders: list[tuple[str, Path]], out: Path) -> list[str]:
     """Every language's monolingual text in one file (a sentence once), with a report naming each source: returns
-    the sentence count (0, and no folder, when no language has any)."""
+    the sentences written (none, and no folder, when no language has any)."""
     from .languages_data import mono_path
 
     shutil.rmtree(out, ignore_errors=True)
     paths = [(code, mono_path(language_folder)) for code, language_folder in folders]
     paths = [(code, path) for code, path in paths if path is not None]
     if not paths:
-        return 0
+        return []
     out.mkdir(parents=True)
-    seen: set[str] = set()
+    seen: dict[str, None] = {}  # insertion-ordered: the sentences in the order written
     sources: dict[str, dict] = {}
     with atomic_path(out / "sentences.txt.gz") as tmp, gzip.open(tmp, "wt", encoding="utf-8") as handle:
         for code, path in paths:
@@ -128,14 +127,14 @@ def write_mono(folders: list[tuple[str, Path]], out: Path) -> int:
                 for line in lines:
                     sentence = line.rstrip("\n")
                     if sentence and sentence not in seen:
-                        seen.add(sentence)
+                        seen[sentence] = None
                         handle.write(sentence + "\n")
             report = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
             sources.update({f"{code}/{name}": info for name, info in report.get("sources", {}).items()})
     report = {"kind": "mono", "lang": DATA_LANG, "sources": sources, "sentences": len(seen)}
     with atomic_path(out / "report.json") as tmp:
         tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return len(seen)
+    return list(seen)
 
 
 def write_dev(languages: list[str], data: Path, out: Path) -> int:
@@ -180,23 +179,25 @@ def _evaluate(languages: list[str], folder: Path, settings: Settings) -> dict:
 def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
     from .languages_data import card_training_text
 
-    parts, non_commercial = [], False
-    for code in languages:
-        text, restricted = card_training_text(settings.out / code, None)
-        parts.append(f"{code}: {text}")
-        non_commercial = non_commercial or restricted
-    pairs = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))["pairs"]
-    text = f"the {len(languages)} languages' prepared text, {pairs:,} pairs after removing duplicates. " + " | ".join(
-        parts
-    )
-    if _dev_bitext(folder):
-        from ..data.sources.language_sources import DEV_SOURCE
+    def describe(info: dict) -> tuple[str, bool]:
+        parts, non_commercial = [], False
+        for code in languages:
+            text, restricted = card_training_text(settings.out / code, None)
+            parts.append(f"{code}: {text}")
+            non_commercial = non_commercial or restricted
+        pairs = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))["pairs"]
+        text = f"the {len(languages)} languages' prepared text, {pairs:,} pairs after removing duplicates. "
+        text += " | ".join(parts)
+        if info.get("dev_bitext"):
+            from ..data.sources.language_sources import DEV_SOURCE
 
-        text += (
-            f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license}), "
-            "each English sentence once, beside one of its translations"
-        )
-    return write_card(NAME, folder, settings, text, non_commercial)
+            text += (
+                f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license}), "
+                "each English sentence once, beside one of its translations"
+            )
+        return text, non_commercial
+
+    return write_card(NAME, folder, settings, describe)
 
 
 def multilingual_row(folder: Path) -> dict:
