@@ -35,8 +35,8 @@ from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
 from .finite import check_run_finite
-from .losses.distillation import bitext_distill_loss, distill_loss
 from .losses.contrastive import contrastive_loss
+from .losses.distillation import bitext_distill_loss, distill_loss
 from .losses.margin import margin_loss
 from .losses.matryoshka import nested_distill_loss, nested_loss
 from .metrics_log import LogWindow, peak_rss_mb
