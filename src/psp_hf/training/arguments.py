@@ -23,7 +23,6 @@ from .teacher_arguments import TeacherArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
-PAIR_LOSSES = ("margin", "contrastive")
 # --dev name -> split of psp_hf.evaluation.sts_dev_score
 DEV_SPLITS = {"stsb": "stsb-dev", "sts17": "sts17-en-en"}
 # bitext: mining accuracy on pairs held back from --data; auto: bitext for X-English runs, else stsb
@@ -175,20 +174,7 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
             pairs_only=True,
         ),
     )
-    pair_loss: str = field(
-        default="margin",
-        metadata=setting(
-            "the loss on pairs: margin (P-SP's hinge on the hardest negative) or contrastive (a softmax over the "
-            "mini-batch's other-side sentences and their hardest negatives, --contrastive-scale times cosine)",
-            choices=PAIR_LOSSES,
-            pairs_only=True,
-        ),
-    )
     margin: float = field(default=0.4, metadata=setting("margin delta of the hinge loss on cosines", pairs_only=True))
-    contrastive_scale: float = field(
-        default=20.0,
-        metadata=setting("cosine scale (1 / temperature) of --pair-loss contrastive", above=0, pairs_only=True),
-    )
     one_sided: bool = field(
         default=False,
         metadata=setting("loss on the first side only (ParaNMT paper) instead of both sides (P-SP)", pairs_only=True),

@@ -35,7 +35,6 @@ from ..io import atomic_path
 from .arguments import TrainingArguments
 from .checkpoint import TrainState
 from .finite import check_run_finite
-from .losses.contrastive import contrastive_loss
 from .losses.distillation import bitext_distill_loss, distill_loss
 from .losses.margin import margin_loss
 from .losses.matryoshka import nested_distill_loss, nested_loss
@@ -268,17 +267,13 @@ class Trainer(RunSetup):
             sides = list(embeddings[: len(parts) * size].split(size))
             if self.bitext_teacher is not None:
                 sides = sides[-2:] + sides[:-2]
-            valid = (first_valid.float(), None if args.one_sided else second_valid.float())
-            if args.pair_loss == "contrastive":
-                keys = tuple(megabatch.keys[index] for index in (first, second, first_negative, second_negative))
-                rest = (args.contrastive_scale, *valid, keys)
-            else:
-                rest = (args.margin, *valid)
             margin_part = nested_loss(
-                contrastive_loss if args.pair_loss == "contrastive" else margin_loss,
+                margin_loss,
                 sides if not args.one_sided else [*sides, None],
                 self.nested,
-                *rest,
+                args.margin,
+                first_valid.float(),
+                None if args.one_sided else second_valid.float(),
             )
             loss = args.margin_weight * margin_part
         if distill is not None:
