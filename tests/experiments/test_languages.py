@@ -112,6 +112,11 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path, pud_f
     without = training_arguments("de", tmp_path / "de", baseline)
     assert without.teacher is None and without.teacher_cache is None
     assert without.lang == "de" and without.data == [str(tmp_path / "de" / "data")]
+    # SIF piece weights with a teacher only: the baseline is the paper's plain mean.
+    assert training_arguments("de", tmp_path / "de", distilled).piece_weights == "sif"
+    assert without.piece_weights == "none"
+    plain = Settings(out=tmp_path, data=tmp_path, extra=("--piece-weights", "none"))
+    assert training_arguments("de", tmp_path / "de", plain).piece_weights == "none"
     assert "skipped" in _label("de", tmp_path / "de", baseline)
     assert not (tmp_path / "cache").exists()
 
