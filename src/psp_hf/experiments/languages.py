@@ -202,8 +202,8 @@ def _label(code: str, folder: Path, settings: Settings) -> dict:
 # English side needs no help, so it is not a default there.
 ENGLISH_ROWS_SETTINGS = {"ar": {"init_l2": 1e-5}}
 # SIF piece weights (a / (a + p), p a piece's share of the training text) in every language model that has a teacher:
-# on ar, tr and de they raised STS-B dev by 0.65 / 0.54 / 0.13 with PUD dev tied (+0.05 each), see
-# results/tatoeba-sides.md. The margin-only baseline stays the paper's plain mean, and p-sp-multilingual, measured
+# both dev sets chose them in all seven languages (PUD dev +0 to +0.1, STS-B dev +0.08 to +0.65; results/languages.md,
+# "The default build"). The margin-only baseline stays the paper's plain mean, and p-sp-multilingual, measured
 # without them, keeps its recipe (multilingual_model.py).
 LANGUAGE_PIECE_WEIGHTS = "sif"
 
