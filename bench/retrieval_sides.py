@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from psp_hf.inference.similarity import unit_rows
+
 ENGLISH_TEXT = "unlabeled/en/wikipedia-2015/sentences.txt.gz"
 
 
@@ -42,6 +44,7 @@ def main() -> None:
     data = Path(existing_data_dir(args.data))
     teacher = load_teacher(args.teacher)
     english = sample_lines(data / ENGLISH_TEXT, args.fit_sentences, seed=1)
+    teacher_english = teacher.encode(english)  # the same English fit text for every language: embedded once
     print("| language | model | teacher's X side | teacher's English side | mapped teacher | teacher |")
     print("|---|---|---|---|---|---|")
     for code, folder in (entry.split("=", 1) for entry in args.model):
@@ -49,11 +52,12 @@ def main() -> None:
         if not mono.is_file():
             raise SystemExit(f"--model {code}={folder}: no {mono} (the fit text psp languages prepares)")
         model = psp_hf.load(folder)
-        fit = sample_lines(mono, args.fit_sentences, seed=0) + english
-        mapping = least_squares_map(unit(teacher.encode(fit)), unit(model.encode(fit)))
+        own = sample_lines(mono, args.fit_sentences, seed=0)
+        fit_teacher = unit_rows(np.concatenate([teacher.encode(own), teacher_english]))
+        mapping = least_squares_map(fit_teacher, unit_rows(model.encode(own + english)))
         tatoeba = read_tatoeba(data, code)
         student_x, student_en = model.encode(tatoeba.other), model.encode(tatoeba.english)
-        teacher_x, teacher_en = unit(teacher.encode(tatoeba.other)), unit(teacher.encode(tatoeba.english))
+        teacher_x, teacher_en = unit_rows(teacher.encode(tatoeba.other)), unit_rows(teacher.encode(tatoeba.english))
         mapped_x, mapped_en = apply_map(mapping, teacher_x), apply_map(mapping, teacher_en)
         errors = [
             tatoeba_error(student_x, student_en),
@@ -73,12 +77,6 @@ def sample_lines(path: Path, count: int, seed: int) -> list[str]:
     return lines[:count]
 
 
-def unit(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    matrix = np.asarray(matrix, dtype=np.float32)
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-
-
 def least_squares_map(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     """The affine map (the last row is the bias) that takes `source`'s rows closest to `target`'s."""
     solution, *_ = np.linalg.lstsq(np.c_[source, np.ones(len(source))], target, rcond=None)
@@ -90,11 +88,10 @@ def apply_map(mapping: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def tatoeba_error(other: np.ndarray, english: np.ndarray) -> float:
-    """Percent of pairs whose partner is not the nearest by cosine, the mean of both directions."""
-    similarity = unit(other) @ unit(english).T
-    gold = np.arange(len(similarity))
-    hits = ((similarity.argmax(axis=1) == gold).mean() + (similarity.argmax(axis=0) == gold).mean()) / 2
-    return float(100 * (1 - hits))
+    """Percent of pairs whose partner is not the nearest by cosine, the mean of both directions (`psp eval`'s)."""
+    from psp_hf.evaluation.metrics.bitext_mining import nearest_neighbour_errors
+
+    return 100 * sum(nearest_neighbour_errors(other, english)) / 2
 
 
 if __name__ == "__main__":
