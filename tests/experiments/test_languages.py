@@ -117,6 +117,11 @@ def test_margin_only_trains_without_a_teacher_and_labels_nothing(tmp_path, pud_f
     assert without.piece_weights == "none"
     plain = Settings(out=tmp_path, data=tmp_path, extra=("--piece-weights", "none"))
     assert training_arguments("de", tmp_path / "de", plain).piece_weights == "none"
+    # The same for the margin: 0.6 with a teacher, the paper's 0.4 for the baseline, and --train-args wins.
+    assert training_arguments("de", tmp_path / "de", distilled).margin == 0.6
+    assert without.margin == 0.4
+    chosen = Settings(out=tmp_path, data=tmp_path, extra=("--margin", "0.5"))
+    assert training_arguments("de", tmp_path / "de", chosen).margin == 0.5
     assert "skipped" in _label("de", tmp_path / "de", baseline)
     assert not (tmp_path / "cache").exists()
 

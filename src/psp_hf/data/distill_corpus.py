@@ -4,8 +4,8 @@ evaluation text out.
 Sources are the non-evaluation English text of the shared data folder (Flickr30k/Multi30k captions, WMT news
 English sides) plus text that package registries ship (see `registry_sources`). The hard rule: no sentence of
 any evaluation set (STS 2012–2017 incl. the 2012 training sets, STS-B, SICK, SentEval, MRPC, Tatoeba) enters
-the corpus. Sentences are compared by `normalize_key` (NFKC, lowercased, only letters and digits kept), which
-also matches the tokenized, lower-cased SentEval copies against raw text.
+the corpus. Sentences are compared by `normalize_key` (NFKC, lowercased, Traditional Chinese folded, only letters
+and digits kept), which also matches the tokenized, lower-cased SentEval copies against raw text.
 
 Run: ``psp prepare distill-corpus -o CORPUS`` (`build_distill_corpus`) writes ``sentences.parquet`` (columns
 ``sentence``, ``source``), ``sentences.txt`` (one a line) and ``report.json`` (counts per source). Reports written
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..chinese_script import fold_traditional
 from ..data_folder import data_dir, existing_data_dir
 from ..errors import PSPInputError
 from ..io import atomic_path, iter_tsv
@@ -32,8 +33,9 @@ STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS12-train")
 
 
 def normalize_key(sentence: str) -> str:
-    """The comparison key: NFKC, lowercased, only letters and digits (spacing and punctuation ignored)."""
-    text = unicodedata.normalize("NFKC", sentence).lower()
+    """The comparison key: NFKC, lowercased, Traditional Chinese folded into Simplified (as a Chinese vocabulary
+    reads it), only letters and digits (spacing and punctuation ignored)."""
+    text = fold_traditional(unicodedata.normalize("NFKC", sentence).lower())
     return "".join(ch for ch in text if ch.isalnum())
 
 

@@ -1,10 +1,10 @@
 """Evaluation sentences out of bitext: a `psp prepare bitext` filter step.
 
-A pair goes when either side equals (by `distill_corpus.normalize_key`: NFKC, lowercased, letters and digits only) a
-sentence of an evaluation set of the data folder: STS 2012–2017 (every STS17 side), STS-B, SICK, SentEval, MRPC, and
-both sides of every Tatoeba language. The same rule and the same sets as the English distillation corpus's, plus
-Tatoeba's non-English sides, since a bitext model is scored on those, and both sides of the PUD pairs
-(`bitext/ud-pud/`), the dev set that chooses a language model's checkpoints: never training text.
+A pair goes when either side equals (by `distill_corpus.normalize_key`: NFKC, lowercased, Chinese folded, letters
+and digits only) a sentence of an evaluation set of the data folder: STS 2012–2017 (every STS17 side), STS-B, SICK,
+SentEval, MRPC, and both sides of every Tatoeba language. The same rule and the same sets as the English
+distillation corpus's, plus Tatoeba's non-English sides, since a bitext model is scored on those, and both sides of
+the PUD pairs (`bitext/ud-pud/`), the dev set that chooses a language model's checkpoints: never training text.
 """
 
 from __future__ import annotations
