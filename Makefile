@@ -145,8 +145,8 @@ registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedi
 # languages' monolingual text, 50,000 short spans of it in ar, tr and zh, and 50,000 English Wikipedia sentences
 # at weight 1, labels whitened), each table's shared pieces started from an English student of e5's whitened
 # "query: " labels, built first in $(LANGUAGES_DIR)/english; SIF piece weights, a margin of 0.6 (0.4 in es and fr);
-# zh's vocabulary folds Traditional characters into Simplified ones. CPU budget on 2 cores, labelling included: the English
-# student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text
+# zh's vocabulary folds Traditional characters into Simplified ones. CPU budget on 2 cores, labelling included: the
+# English student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text
 # (about 1.3M sentences, and the English text once: about 4 minutes) 1-1.5 hours (a rerun pays nothing:
 # TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of training at most (5 epochs end most languages
 # first, in 3-7 minutes), 40-80 s of preparing and seconds of evaluation. On a GPU the labelling takes minutes
