@@ -109,8 +109,8 @@ def test_training_takes_the_multilingual_data_dev_set_epochs_and_minutes(two_lan
     assert arguments.lang == "mul" and arguments.data == [str(folder / "data")]
     assert arguments.dev_bitext == str(folder / DEV_FILE)
     assert (arguments.epochs, arguments.max_minutes, arguments.seed, arguments.vocab_size) == (2, 7.5, 3, 80)
-    assert arguments.piece_weights == "none"  # the seven's SIF weights are not its recipe
-    assert arguments.margin == 0.4  # nor their margin
+    assert arguments.piece_weights == "sif"  # the seven's recipe, which its dev sets chose too
+    assert arguments.margin == 0.6
     held_back = multilingual_arguments(folder, Settings(out=out, data=data, dev="bitext"))
     assert held_back.dev_bitext is None
 
