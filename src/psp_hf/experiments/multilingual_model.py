@@ -158,11 +158,13 @@ def _label(languages: list[str], folder: Path, settings: Settings) -> dict:
 
 def multilingual_arguments(folder: Path, settings: Settings, resume: bool = False):
     """The per-language training settings with the multilingual run's data, dev set, epochs and minutes."""
+    # Everything else, the SIF piece weights and the margin of 0.6 included, is the seven's recipe: its dev sets
+    # chose those too (results/languages.md).
     overrides = {
         "epochs": settings.multilingual_epochs,
         "max_minutes": settings.multilingual_minutes,
         "vocab_size": settings.multilingual_vocab_size,  # the prepared vocabulary's size, as the card records it
-    }  # SIF piece weights and the margin of 0.6 come with the seven's recipe: its dev sets chose them too
+    }
     overrides["dev_bitext"] = str(folder / DEV_FILE) if settings.dev == "pud" else None
     return training_arguments(DATA_LANG, folder, settings, resume=resume, overrides=overrides)
 
