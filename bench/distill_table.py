@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from psp_hf.errors import PSPInputError
-from psp_hf.initialization import save_untrained_like
+from psp_hf.training.model.initial_tables import save_untrained_like
 
 TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SPEED_SENTENCES = 20_000
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(table)
     print(text)
     if args.json:
-        from psp_hf.io import atomic_path
+        from psp_hf.io.files import atomic_path
 
         with atomic_path(args.json) as tmp:
             tmp.write_text(json.dumps({**table, "markdown": text}, indent=2) + "\n", encoding="utf-8")

@@ -28,7 +28,7 @@ def build_model(vocab: int, dim: int) -> Path:
     """A random `dim`-d table over a sentencepiece vocabulary trained on English text (cached)."""
     from psp_hf import PSPEncoder
     from psp_hf.data_folder import english_training_text
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = CACHE / f"model-v{vocab}-d{dim}"
     if (folder / "model.safetensors").is_file():

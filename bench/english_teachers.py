@@ -105,7 +105,7 @@ def train(name: str, cache: Path, args, out: Path) -> Path:
 
 def kept_dev(folder: Path) -> tuple[float | None, float | None]:
     """(best STS-B dev, training seconds) from `psp train`'s metrics."""
-    from psp_hf.training.metrics_log import end_record
+    from psp_hf.training.reporting.metrics_log import end_record
 
     end = end_record(folder)
     return end.get("best_score"), end.get("train_seconds")

@@ -27,8 +27,8 @@ def main() -> None:
     from psp_hf import load
     from psp_hf.data.sources.language_sources import dev_file
     from psp_hf.data_folder import existing_data_dir
-    from psp_hf.training.bitext_teacher import mining_accuracy
-    from psp_hf.training.multilingual import read_dev_pairs
+    from psp_hf.training.data.bitext_teacher import mining_accuracy
+    from psp_hf.training.data.multilingual import read_dev_pairs
 
     data = existing_data_dir(args.data)
     languages = [code.strip() for code in args.langs.split(",") if code.strip()]

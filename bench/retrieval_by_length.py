@@ -53,7 +53,7 @@ def read_pud(data: Path, lang: str) -> tuple[list[str], list[str]]:
     """The PUD pairs of `lang`, read as training reads its dev set (`read_dev_pairs`)."""
     from psp_hf.data.sources.language_sources import DEV_SOURCE
     from psp_hf.errors import PSPInputError
-    from psp_hf.training.multilingual import read_dev_pairs
+    from psp_hf.training.data.multilingual import read_dev_pairs
 
     try:
         pairs = read_dev_pairs(DEV_SOURCE.path(data, lang), lang)

@@ -60,7 +60,7 @@ def write_variant(encoder, folder: Path, table: np.ndarray) -> Path:
 
 def score(folder: Path, lang: str, pud: list[tuple[str, str]]) -> str:
     import psp_hf
-    from psp_hf.training.bitext_teacher import mining_accuracy
+    from psp_hf.training.data.bitext_teacher import mining_accuracy
 
     report = folder / "eval.json"
     psp = Path(sys.executable).with_name("psp")
@@ -118,7 +118,7 @@ def main() -> None:
             own_text += lines.read().splitlines()
 
     if args.blend:
-        from psp_hf.training.model_setup import shared_rows
+        from psp_hf.training.model.setup import shared_rows
 
         english = psp_hf.load(args.english)
         rows, english_rows = shared_rows(encoder, english)

@@ -29,7 +29,7 @@ def _variants(path: Path):
     """(without the rules, with them) for the tokenizer.json at `path`."""
     from tokenizers import Tokenizer
 
-    from psp_hf.tokenizer import ARTICLE_SPLITS
+    from psp_hf.tokenization.pieces import ARTICLE_SPLITS
 
     config = json.loads(path.read_text(encoding="utf-8"))
     steps = config["normalizer"]["normalizers"]
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timings of each; the best is reported")
     args = parser.parse_args(argv)
 
-    from psp_hf.io import open_text
+    from psp_hf.io.files import open_text
 
     tokenizers = _variants(Path(args.model) / "tokenizer.json")
     print("\n| text | sentences | without the rules, sentences/s | with them | with / without |")

@@ -43,8 +43,8 @@ def tokenizer_folder(data: Path, vocab: int) -> Path:
     """A sentencepiece vocabulary trained on the pairs, as `psp train --vocab-size` would (cached)."""
     folder = CACHE / f"flickr-tokenizer-v{vocab}"
     if not (folder / "tokenizer.json").is_file():
-        from psp_hf.tokenizer import train_tokenizer
-        from psp_hf.training.data import PairSource
+        from psp_hf.tokenization.pieces import train_tokenizer
+        from psp_hf.training.data.pairs import PairSource
 
         train_tokenizer(PairSource([str(data)]).texts(2_000_000), vocab_size=vocab, output_dir=folder)
     return folder

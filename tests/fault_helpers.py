@@ -65,7 +65,7 @@ def english_pairs(path: Path, n: int, seed: int = 0, header: bool = True) -> Pat
 
 def build_tokenizer(folder: Path):
     """A tiny trained tokenizer, saved in `folder` (for --tokenizer); returns the tokenizer object."""
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     return train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 3, vocab_size=120, output_dir=folder)
 

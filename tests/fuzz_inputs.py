@@ -264,7 +264,7 @@ def read_modules(context: Context, work: Path, value: bytes) -> tuple[str, str]:
 
 
 def read_checkpoint(context: Context, work: Path, value: tuple[str, bytes]) -> tuple[str, str]:
-    from psp_hf.training.checkpoint import CheckpointStore
+    from psp_hf.training.loop.checkpoint import CheckpointStore
 
     name, data = value
     run = work / "run"
@@ -278,7 +278,7 @@ def read_checkpoint(context: Context, work: Path, value: tuple[str, bytes]) -> t
 
 def checkpoint_file(context: Context):
     """A strategy for one checkpoint file of `context.run`, edited."""
-    from psp_hf.training.checkpoint import CheckpointStore
+    from psp_hf.training.loop.checkpoint import CheckpointStore
 
     folder = CheckpointStore(context.run / "training").folder()
     pointer = json.loads((context.run / "training" / "checkpoint.json").read_text())

@@ -24,7 +24,7 @@ CORPUS = [
 
 def tiny_tokenizer(folder: Path):
     """The serve tests' tokenizer: 120 pieces trained on `CORPUS` (into `folder`/tok)."""
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     return train_tokenizer(CORPUS * 20, vocab_size=120, output_dir=folder / "tok")
 

@@ -14,7 +14,7 @@ import numpy as np
 from .errors import PSPInputError
 from .inference.batch_words import look_up_in_c as word_look_up_in_c
 from .inference.batches import check_num_threads, run_batches
-from .inference.encoder_helpers import (
+from .inference.encode_inputs import (
     FEW_SENTENCES,
     backend_ids,
     checked_output,
@@ -23,16 +23,16 @@ from .inference.encoder_helpers import (
     sentence_list,
     word_cache_applies,
 )
-from .inference.encoder_types import (
+from .inference.piece_cache import WordPieceCache
+from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
+from .inference.pooling import backend as pooling_backend
+from .inference.torch_model import (
     check_model_save,
     embed_with_model,
     folder_needs_model,
     load_model_encoder,
     new_model_encoder,
 )
-from .inference.piece_cache import WordPieceCache
-from .inference.pooling import apply_unknown_rule, pool_bags_fast, prepare_bulk
-from .inference.pooling import backend as pooling_backend
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ class PSPEncoder:
         if self._tokenizer is None:
             from transformers import PreTrainedTokenizerFast
 
-            from .inference.encoder_helpers import fast_tokenizer
+            from .inference.encode_inputs import fast_tokenizer
 
             if self._folder is not None and (self._folder / "tokenizer_config.json").is_file():
                 self._tokenizer = PreTrainedTokenizerFast.from_pretrained(self._folder)
@@ -371,7 +371,7 @@ class PSPEncoder:
         others, which pool them; see `psp_hf.inference.batches.run_batches`); each batch writes its own rows, so the
         result is the same for any count.
         """
-        from .quantization import check_precision, check_truncate_dim
+        from .inference.quantization import check_precision, check_truncate_dim
 
         check_precision(precision)
         truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
@@ -421,7 +421,7 @@ class PSPEncoder:
         )
         result = out
         if precision != "float32":  # also for no sentences: an empty int8 result is still int8
-            from .quantization import quantize_embeddings
+            from .inference.quantization import quantize_embeddings
 
             result = quantize_embeddings(out, precision)
         result = result[0] if single else result

@@ -113,7 +113,7 @@ def test_classifier_finds_the_machine_like_translations():
 def test_paraphrase_score_is_the_psp_cosine(tmp_path):
     from psp_hf import PSPEncoder
     from psp_hf.inference.similarity import cosine_pairs
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     corpus = ["a man plays a guitar", "a woman slices an onion", "two dogs run in a field"] * 20
     tokenizer = train_tokenizer(corpus, vocab_size=40, output_dir=tmp_path / "tok")

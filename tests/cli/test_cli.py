@@ -9,7 +9,7 @@ import pytest
 
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
 

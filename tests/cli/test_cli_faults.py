@@ -22,7 +22,7 @@ import pytest
 import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
 
@@ -104,7 +104,7 @@ def test_embed_disk_full_is_one_line_and_leaves_nothing(model_dir, tmp_path, cap
     def full(self, rows):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("psp_hf.io.NpyRowWriter.write", full)
+    monkeypatch.setattr("psp_hf.io.files.NpyRowWriter.write", full)
     assert main(["embed", str(source), "-m", str(model_dir), "-o", str(out)]) == 2
     _one_error_line(capsys.readouterr().err, "out.npy: cannot write it: no space left on the device")
     np.testing.assert_array_equal(np.load(out), np.arange(3, dtype=np.float32))

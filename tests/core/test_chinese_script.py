@@ -1,5 +1,5 @@
-"""Traditional Chinese folded into Simplified (`psp_hf.chinese_script`): the table, the training text, and the
-converted tokenizer of a Chinese vocabulary, in every loader."""
+"""Traditional Chinese folded into Simplified (`psp_hf.tokenization.chinese_script`): the table, the training text,
+and the converted tokenizer of a Chinese vocabulary, in every loader."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 
 import psp_hf
 from psp_hf import PSPEncoder
-from psp_hf.chinese_script import fold_traditional, folding_table, has_chinese, read_folding_table
 from psp_hf.data.distill_corpus import normalize_key
 from psp_hf.hub.card import render_model_card
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.chinese_script import fold_traditional, folding_table, has_chinese, read_folding_table
+from psp_hf.tokenization.pieces import train_tokenizer
 
 # Simplified sentences of a tiny Chinese-English training text, and the same sentences in Traditional characters.
 SIMPLIFIED = ["我们试试看", "你在干什么", "这是什么", "我很快就会回来", "我不知道应该说什么"]

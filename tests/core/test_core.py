@@ -15,7 +15,7 @@ import torch
 import psp_hf
 from psp_hf import PSPConfig, PSPEncoder, PSPModel
 from psp_hf.modeling import apply_unknown_rule
-from psp_hf.tokenizer import SPM_FILENAME, split_arabic_article, strip_optional_marks, train_tokenizer
+from psp_hf.tokenization.pieces import SPM_FILENAME, split_arabic_article, strip_optional_marks, train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

@@ -1,4 +1,4 @@
-"""psp_hf.io's atomic writer and .npy writers: modes, stale temporaries, disk-full errors, input checks."""
+"""psp_hf.io.files's atomic writer and .npy writers: modes, stale temporaries, disk-full errors, input checks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from psp_hf.errors import PSPInputError
-from psp_hf.io import NpyRowWriter, atomic_path, check_input, check_output, iter_raw_lines, open_npy_for_writing
+from psp_hf.io.files import NpyRowWriter, atomic_path, check_input, check_output, iter_raw_lines, open_npy_for_writing
 
 
 @pytest.fixture

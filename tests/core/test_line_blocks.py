@@ -7,10 +7,11 @@ import gzip
 import numpy as np
 import pytest
 
-from psp_hf import io, io_lines
 from psp_hf.errors import PSPInputError
-from psp_hf.io import iter_raw_lines
-from psp_hf.io_lines import iter_line_blocks
+from psp_hf.io import files as io
+from psp_hf.io import lines as io_lines
+from psp_hf.io.files import iter_raw_lines
+from psp_hf.io.lines import iter_line_blocks
 
 
 def by_line(path) -> list:

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 from psp_hf import PSPEncoder
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

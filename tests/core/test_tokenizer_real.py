@@ -10,7 +10,7 @@ import pytest
 
 from psp_hf import PSPEncoder
 from psp_hf.data_folder import data_dir, english_training_text, sts_sentences
-from psp_hf.tokenizer import SPM_FILENAME, train_tokenizer
+from psp_hf.tokenization.pieces import SPM_FILENAME, train_tokenizer
 
 DATA = data_dir()
 if not (DATA / "sts").is_dir():

@@ -17,7 +17,7 @@ from psp_hf.cli import main
 from psp_hf.corpus.embed_dataset import embed_dataset
 from psp_hf.corpus.shards import iter_shards, load_embeddings, read_index
 from psp_hf.errors import PSPInputError
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
 WORDS = ["man", "woman", "dog", "guitar", "onion", "field", "plays", "slices", "runs", "a", "the", "in", "is", "two"]

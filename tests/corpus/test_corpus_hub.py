@@ -10,7 +10,7 @@ import pytest
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
 from psp_hf.corpus.shards import load_embeddings, read_index
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 pytest.importorskip("datasets")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from psp_hf.cli import main
-from psp_hf.margin import margin_matrix, margin_retrieval_errors, ratio_margin, top_k_mean
+from psp_hf.inference.ratio_margin import margin_matrix, margin_retrieval_errors, ratio_margin, top_k_mean
 
 faiss = pytest.importorskip("faiss", reason="psp mine needs faiss-cpu (the [mine] extra)")
 

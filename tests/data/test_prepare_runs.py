@@ -110,7 +110,7 @@ def test_prepare_needs_a_score_source(tmp_path):
 def test_prepare_score_model_scores_are_psp_cosines(tmp_path):
     from psp_hf import PSPEncoder
     from psp_hf.data.prepare import prepare_paraphrases
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     sentences = [a for a, _, _ in CRAFTED] + [b for _, b, _ in CRAFTED]
     tokenizer = train_tokenizer([s for s in sentences if s] * 3, vocab_size=80)

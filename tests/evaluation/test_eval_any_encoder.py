@@ -14,7 +14,7 @@ import pytest
 from psp_hf.errors import PSPInputError
 from psp_hf.evaluation import ALL_TASKS, evaluate, evaluate_model
 from psp_hf.evaluation import data as eval_data
-from psp_hf.evaluation.any_encoder import load_encoder_spec
+from psp_hf.evaluation.callables import load_encoder_spec
 from psp_hf.evaluation.wrapping import SENTEVAL_TASK_NAMES
 
 TABLE = np.random.default_rng(0).normal(size=(1 << 12, 32)).astype(np.float32)

@@ -57,7 +57,7 @@ def data_dir(tmp_path):
 @pytest.fixture(scope="module")
 def psp_folder(tmp_path_factory):
     from psp_hf import PSPEncoder
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("psp") / "tiny-psp"
     PSPEncoder.from_tokenizer(train_tokenizer(CORPUS, vocab_size=60), hidden_size=8, seed=1).save_pretrained(folder)

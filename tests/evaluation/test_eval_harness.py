@@ -181,7 +181,7 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def tiny_psp_folder(tmp_path_factory):
     from psp_hf import PSPEncoder
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("psp") / "tiny-psp"
     PSPEncoder.from_tokenizer(train_tokenizer(CORPUS, vocab_size=100), hidden_size=16, seed=1).save_pretrained(folder)

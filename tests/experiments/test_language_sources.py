@@ -138,7 +138,7 @@ def test_english_text_serves_every_language_and_is_measured_in_words(tmp_path):
 
 def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_path, monkeypatch, capsys):
     from psp_hf.cli import main
-    from psp_hf.training.multilingual import describe_mono
+    from psp_hf.training.data.multilingual import describe_mono
 
     pairs = make_bitext(tmp_path / "pairs.tsv", 120)
     data = tiny_data_folder(tmp_path / "data", pairs)
@@ -175,7 +175,7 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     from psp_hf.experiments.languages import Settings, _label, _prepare, _train, training_arguments
     from psp_hf.experiments.languages_data import card_training_text, mono_selection
     from psp_hf.teachers.labels import TeacherCache
-    from psp_hf.training.multilingual import MULTILINGUAL_DEFAULT_MONO
+    from psp_hf.training.data.multilingual import MULTILINGUAL_DEFAULT_MONO
 
     pairs = make_bitext(tmp_path / "pairs.tsv", 300)
     data = tiny_data_folder(tmp_path / "data", pairs)

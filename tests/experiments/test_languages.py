@@ -141,7 +141,7 @@ def test_an_e5_teacher_is_whitened_unless_train_args_say_otherwise(tmp_path, pud
 def test_the_record_keeps_a_command_line_that_gives_the_same_settings(tmp_path, pud_files):
     from psp_hf.experiments.languages import Settings, training_arguments
     from psp_hf.training import TrainingArguments
-    from psp_hf.training.command_line import command_line, with_flags
+    from psp_hf.training.arguments.command_line import command_line, with_flags
 
     settings = Settings(out=tmp_path, data=tmp_path, teacher="e5-small", extra=("--max-steps", "7", "--no-quiet"))
     arguments = training_arguments("tr", tmp_path / "tr", settings, resume=True)

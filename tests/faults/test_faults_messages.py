@@ -87,8 +87,8 @@ def test_quiet_silences_transformers_progress_bars(tmp_path, model, hub_repo_id)
 
 
 def test_sigterm_before_the_first_checkpoint_does_not_advise_resume(tmp_path, capsys):
-    from psp_hf.training.checkpoint import CheckpointStore
-    from psp_hf.training.stopping import TrainingStopped, stop_on_sigterm
+    from psp_hf.training.loop.checkpoint import CheckpointStore
+    from psp_hf.training.loop.stopping import TrainingStopped, stop_on_sigterm
 
     store = CheckpointStore(tmp_path / "training")
     with pytest.raises(TrainingStopped):

@@ -17,7 +17,7 @@ import torch
 from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
 
 from psp_hf.errors import PSPInputError
-from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
+from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
 
 
 class _Marker:
@@ -104,7 +104,7 @@ def test_a_symlinked_args_json_is_replaced_not_followed(tmp_path, tokenizer, tra
 
 
 def test_the_metrics_log_is_never_appended_through_a_symlink(tmp_path):
-    from psp_hf.training.metrics_log import MetricsLog
+    from psp_hf.training.reporting.metrics_log import MetricsLog
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -216,7 +216,7 @@ def _drain(fd: int) -> bytes:
 
 
 def test_atomic_writes_write_into_a_fifo_instead_of_replacing_it(tmp_path):
-    from psp_hf.io import atomic_path
+    from psp_hf.io.files import atomic_path
 
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
@@ -259,7 +259,7 @@ def test_psp_score_to_dev_null_keeps_the_device(tmp_path, model):
 def test_a_socket_as_output_is_refused(tmp_path):
     import socket
 
-    from psp_hf.io import atomic_path
+    from psp_hf.io.files import atomic_path
 
     path = tmp_path / "s.sock"
     server = socket.socket(socket.AF_UNIX)
@@ -273,7 +273,7 @@ def test_a_socket_as_output_is_refused(tmp_path):
 
 
 def test_a_link_to_a_descriptor_is_written_through_like_dev_stdout(tmp_path):
-    from psp_hf.io import atomic_path
+    from psp_hf.io.files import atomic_path
 
     sink = tmp_path / "captured.txt"
     with open(sink, "wb") as handle:
@@ -286,7 +286,7 @@ def test_a_link_to_a_descriptor_is_written_through_like_dev_stdout(tmp_path):
 
 
 def test_a_link_to_a_regular_file_is_replaced_not_followed(tmp_path):
-    from psp_hf.io import atomic_path
+    from psp_hf.io.files import atomic_path
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

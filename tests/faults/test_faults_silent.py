@@ -15,7 +15,7 @@ import pytest
 from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
 
 from psp_hf.errors import PSPInputError
-from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
+from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_non_finite_numbers_are_refused_before_training(tmp_path, tokenizer, tra
 def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, tokenizer, train_here, monkeypatch):
     import torch
 
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.loop.trainer import Trainer
 
     real_step = Trainer._train_step
 
@@ -230,7 +230,7 @@ def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_her
 
 # ------------------------------------------------------------------------------------------ memory
 def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
-    from psp_hf.io import MAX_LINE_BYTES
+    from psp_hf.io.files import MAX_LINE_BYTES
 
     huge = tmp_path / "huge.txt"
     huge.write_bytes(b"a short line\n" + b"a dog " * (MAX_LINE_BYTES // 3))  # 2 MiB, no newline
@@ -241,7 +241,7 @@ def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
 
 
 def test_a_line_of_exactly_the_limit_is_read(tmp_path):
-    from psp_hf.io import MAX_LINE_BYTES, iter_raw_lines
+    from psp_hf.io.files import MAX_LINE_BYTES, iter_raw_lines
 
     path = tmp_path / "long.txt"
     path.write_bytes(b"x" * (MAX_LINE_BYTES - 1) + b"\n" + b"next\n")
@@ -254,7 +254,7 @@ def test_a_killed_writers_temporary_goes_with_the_next_write_into_its_folder(tmp
     import subprocess
     import sys
 
-    from psp_hf.io import atomic_path
+    from psp_hf.io.files import atomic_path
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)  # a process that has exited: what a SIGKILLed psp leaves is named after such a pid

@@ -14,7 +14,7 @@ CORPUS = ["A man is playing a guitar.", "Two dogs run across the green field.", 
 @pytest.fixture(scope="module")
 def psp_folder(tmp_path_factory):
     from psp_hf import PSPEncoder
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("psp") / "tiny-psp"
     PSPEncoder.from_tokenizer(train_tokenizer(CORPUS, vocab_size=40), hidden_size=8, seed=1).save_pretrained(folder)

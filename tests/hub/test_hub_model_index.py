@@ -105,7 +105,7 @@ def test_card_model_index_parses_back_with_model_card(tmp_path):
 
     from psp_hf.encoder import PSPEncoder
     from psp_hf.hub.card import render_model_card
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     encoder = PSPEncoder.from_tokenizer(
         train_tokenizer(["a man plays a guitar", "a woman slices an onion"] * 20, vocab_size=40), hidden_size=8

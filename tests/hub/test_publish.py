@@ -21,7 +21,7 @@ from psp_hf.errors import PSPInputError
 from psp_hf.hub import PSPPushError, push_encoder, push_folder, render_model_card, write_model_card
 from psp_hf.hub.card import LANGUAGES, REPO_ID_PLACEHOLDER, result_rows
 from psp_hf.persistence.sentence_transformers_layout import UNKNOWN_PIECE_WEIGHT, write_sentence_transformers_files
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

@@ -72,8 +72,8 @@ def bitext_dir() -> Path:
 def test_train_push_and_load_everywhere(bitext_dir, hub_server, tmp_path):
     from huggingface_hub import ModelCard
 
-    from psp_hf.training.arguments import TrainingArguments
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.arguments.training_arguments import TrainingArguments
+    from psp_hf.training.loop.trainer import Trainer
 
     repo_id = f"{hub_server.user}/p-sp-de"
     if hub_server.repo_exists(repo_id):

@@ -115,7 +115,7 @@ def test_spread_cpus_off_leaves_the_workers_unrestricted(monkeypatch):
 def test_encode_spreads_its_workers_unless_torch_runs_the_model(encoder_type, monkeypatch, allowed_cpus):
     from psp_hf import PSPEncoder
     from psp_hf.inference import batches
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     allowed_cpus({0, 1})
     asked: list = []

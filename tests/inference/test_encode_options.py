@@ -10,8 +10,8 @@ import torch
 from sentence_transformers.util.quantization import quantize_embeddings as st_quantize
 
 from psp_hf import PSPEncoder
-from psp_hf.quantization import quantize_embeddings
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.inference.quantization import quantize_embeddings
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

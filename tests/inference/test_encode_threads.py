@@ -19,7 +19,7 @@ import torch
 from psp_hf import PSPEncoder
 from psp_hf.inference import intra_op, pooling
 from psp_hf.modeling import pool_bags as torch_pool_bags
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

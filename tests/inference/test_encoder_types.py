@@ -14,8 +14,8 @@ import psp_hf
 from psp_hf.errors import PSPInputError
 from psp_hf.modeling import PSPConfig, PSPModel
 from psp_hf.modeling.encoders_psp import SentenceHead, codes_to_rows, unit_codes
-from psp_hf.tokenizer import train_tokenizer
-from psp_hf.units import build_units, encoder_for_units
+from psp_hf.tokenization.pieces import train_tokenizer
+from psp_hf.tokenization.units import build_units, encoder_for_units
 
 CORPUS = [
     "a man plays a guitar on the street",

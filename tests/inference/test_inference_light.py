@@ -20,7 +20,7 @@ from psp_hf.inference import pooling
 from psp_hf.inference.pooling import apply_unknown_rule, pool_bags, pool_bags_fast
 from psp_hf.modeling import apply_unknown_rule as torch_unknown_rule
 from psp_hf.modeling import pool_bags as torch_pool_bags
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
 HEAVY = ("transformers", "datasets", "accelerate", "evaluate", "sentence_transformers", "torch")

@@ -19,7 +19,7 @@ import torch
 from psp_hf import PSPEncoder
 from psp_hf.inference import pooling
 from psp_hf.modeling import pool_bags as torch_pool_bags
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 
 def _bags(seed: int, rows: int, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

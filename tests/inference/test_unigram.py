@@ -19,7 +19,7 @@ from psp_hf.data_folder import existing_data_dir
 from psp_hf.inference import unigram, word_tokenizer
 from psp_hf.inference.unigram import UnigramWords
 from psp_hf.inference.word_tokenizer import WordTokenizer
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 
 def library_pieces(backend, words: list[bytes]) -> list[list[int]]:

@@ -11,7 +11,7 @@ import pytest
 
 from psp_hf.inference import batch_words, piece_cache, sentence_bytes, unigram, word_tokenizer
 from psp_hf.inference.piece_cache import WordPieceCache, plain_sentences
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = ["A man is playing a guitar.", "A woman slices an onion.", "Two dogs run in a field."] * 30
 
@@ -40,7 +40,7 @@ def few_hash_bits(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def backend():
-    from psp_hf.inference.encoder_helpers import private_backend
+    from psp_hf.inference.encode_inputs import private_backend
 
     return private_backend(train_tokenizer(CORPUS, vocab_size=60).backend_tokenizer)
 
@@ -226,7 +226,7 @@ def test_refused_words_send_their_sentence_to_the_tokenizer(multilingual_encoder
 
 def test_a_split_word_keeps_all_its_pieces():
     # P-SP's Arabic normalizer splits the article off a word: one word, two parts for the pre-tokenizer.
-    from psp_hf.inference.encoder_helpers import private_backend
+    from psp_hf.inference.encode_inputs import private_backend
     from psp_hf.inference.word_tokenizer import WordTokenizer
 
     arabic = ["\u0627\u0644\u0643\u062a\u0627\u0628 \u0643\u062a\u0627\u0628 \u0648\u0627\u0644\u0642\u0644\u0645"] * 40

@@ -14,7 +14,7 @@ import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
 from psp_hf.persistence.smaller_tables import quantize_table, reduce_dimensions
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 CORPUS = [
     "A man is playing a guitar.",

@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 import psp_hf
 from psp_hf import PSPEncoder
 from psp_hf.cli import main
-from psp_hf.tokenizer import train_tokenizer
+from psp_hf.tokenization.pieces import train_tokenizer
 
 WORDS = [
     "man",

@@ -11,8 +11,8 @@ from toy_bitext import WORDS, WordTeacher, make_bitext, translate
 
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
-from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.bitext_teacher import BitextTeacher, mining_accuracy, pair_key, scan_bitext
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.data.bitext_teacher import BitextTeacher, mining_accuracy, pair_key, scan_bitext
 from psp_hf.training.losses.distillation import pair_distill_loss
 
 
@@ -55,7 +55,7 @@ def test_bitext_teacher_labels_only_what_the_cache_lacks_and_folds_case(tmp_path
     expected = WordTeacher().encode(["a girl plays"])[0]
     assert np.allclose(again.lookup(["a girl plays"]).numpy()[0], expected, atol=2e-3)
     # A teacher that lowercases its input: a lowercased sentence reuses the original-case label.
-    monkeypatch.setattr("psp_hf.training.bitext_teacher._teacher_lowercases", lambda name: True)
+    monkeypatch.setattr("psp_hf.training.data.bitext_teacher._teacher_lowercases", lambda name: True)
     folded = BitextTeacher.prepare(["the dog sits", "a man runs"], cache, None, load=lambda name: 1 / 0)
     assert folded.labelled_now == 0
     assert np.allclose(folded.lookup(["a man runs"]).numpy(), again.lookup(["A man runs"]).numpy())
@@ -64,7 +64,7 @@ def test_bitext_teacher_labels_only_what_the_cache_lacks_and_folds_case(tmp_path
 
 
 def test_scan_holds_back_the_same_pairs_whatever_the_order(tmp_path):
-    from psp_hf.training.data import PairSource
+    from psp_hf.training.data.pairs import PairSource
 
     pairs = make_bitext(tmp_path / "a.tsv", 400)
     reversed_file = tmp_path / "b.tsv"
@@ -79,7 +79,7 @@ def test_scan_holds_back_the_same_pairs_whatever_the_order(tmp_path):
 
 def test_tiny_bitext_run_distills_both_languages_and_picks_by_mining_accuracy(tmp_path):
     from psp_hf import load
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.loop.trainer import Trainer
 
     pairs = make_bitext(tmp_path / "bitext.tsv", 500)
     cache = tmp_path / "cache"
@@ -115,7 +115,7 @@ def test_tiny_bitext_run_distills_both_languages_and_picks_by_mining_accuracy(tm
     assert scores[-1] > scores[0] + 20
     model = load(folder)
     dev = scan_bitext(
-        __import__("psp_hf.training.data", fromlist=["PairSource"]).PairSource(
+        __import__("psp_hf.training.data.pairs", fromlist=["PairSource"]).PairSource(
             [str(tmp_path / "bitext.tsv")], lang="de"
         ),
         1000,
@@ -128,8 +128,8 @@ def test_tiny_bitext_run_distills_both_languages_and_picks_by_mining_accuracy(tm
 
 def test_init_rows_from_copies_the_rows_of_shared_pieces(tmp_path):
     from psp_hf.encoder import PSPEncoder
-    from psp_hf.tokenizer import train_tokenizer
-    from psp_hf.training.model_setup import copy_shared_rows
+    from psp_hf.tokenization.pieces import train_tokenizer
+    from psp_hf.training.model.setup import copy_shared_rows
 
     english = [" ".join(WORDS[i : i + 4]) for i in range(len(WORDS) - 4)] * 3
     english_tokenizer = train_tokenizer(english, vocab_size=60, output_dir=tmp_path / "en")

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
+from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[2]
 # Each test trains and kills real `psp train` runs: long, so `make test-fast` leaves them out.
@@ -35,7 +35,7 @@ def pairs(tmp_path) -> Path:
 
 @pytest.fixture
 def tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 5, vocab_size=60, output_dir=folder)

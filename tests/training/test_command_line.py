@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from psp_hf.training import TrainingArguments
-from psp_hf.training.command_line import command_line, with_flags
+from psp_hf.training.arguments.command_line import command_line, with_flags
 
 
 def test_the_command_line_gives_back_the_same_arguments(tmp_path):

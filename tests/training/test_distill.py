@@ -27,8 +27,14 @@ from psp_hf.data.mined_pairs import mine_pairs, nearest_neighbours_clustered, ne
 from psp_hf.data.sources.registry_text import dictd_texts, fortune_texts, wordnet_glosses
 from psp_hf.errors import PSPInputError
 from psp_hf.inference.piece_weights import piece_counts, sif_weights, with_piece_weights
-from psp_hf.initialization import fit_dimension, piece_texts, read_word_vectors, teacher_table, word_vector_table
 from psp_hf.teachers.labels import TeacherCache
+from psp_hf.training.model.initial_tables import (
+    fit_dimension,
+    piece_texts,
+    read_word_vectors,
+    teacher_table,
+    word_vector_table,
+)
 
 DIM = 16
 
@@ -98,7 +104,7 @@ def test_build_corpus_excludes_evaluation_sentences_dedupes_and_counts():
 
 def test_a_report_written_before_the_rename_describes_the_same_text():
     """report.json of a corpus built as a "pool" counts the evaluation matches as pool_sentences_matched."""
-    from psp_hf.training.distill import describe_sources
+    from psp_hf.training.data.teacher_corpus import describe_sources
 
     sources = {"news": {"kept": 3, "license": "CC0"}}
     new = {"total_sentences": 3, "sources": sources, "evaluation_sets": {"STS-B": {"corpus_sentences_matched": 2}}}
@@ -214,7 +220,7 @@ def test_teacher_cache_is_a_parquet_dataset(tmp_path):
 # ----------------------------------------------------------------------------------------------- init
 @pytest.fixture(scope="module")
 def tiny_tokenizer():
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     text = [
         "the dog runs in the park",
@@ -331,7 +337,7 @@ def test_mine_pairs_threshold_and_near_copy_removal(tmp_path):
 # --------------------------------------------------------------------------------------------- tokenized corpus
 def test_tokenized_corpus_batch_equals_direct_tokenization(tiny_tokenizer):
     from psp_hf import PSPEncoder
-    from psp_hf.training.distill import TokenizedCorpus
+    from psp_hf.training.data.teacher_corpus import TokenizedCorpus
 
     sentences = ["the dog runs in the park", "a cat sleeps on the warm sofa", "children play football"] * 4
     encoder = PSPEncoder.from_tokenizer(tiny_tokenizer, hidden_size=12, seed=0, initializer_range=0.1)
@@ -357,7 +363,7 @@ def _two_source_cache(root: Path, folder: str = "distill-corpus") -> TeacherCach
 
 
 def test_corpus_weights_repeat_or_thin_each_source(tmp_path):
-    from psp_hf.training.distill import TeacherCorpus, parse_corpus_weights
+    from psp_hf.training.data.teacher_corpus import TeacherCorpus, parse_corpus_weights
 
     news, wiki = NEWS, WIKI
     cache = _two_source_cache(tmp_path)
@@ -385,9 +391,9 @@ def test_corpus_weights_repeat_or_thin_each_source(tmp_path):
 def test_a_run_checkpointed_before_the_rename_resumes(tmp_path):
     """A checkpoint written while --corpus-weights was --pool-weights (and its corpus folder "pool") holds the
     setting as `pool_weights`: --resume reads it under that name, and still refuses a different value."""
-    from psp_hf.training.arguments import TrainingArguments
-    from psp_hf.training.checkpoint import RUN_FILE, CheckpointStore, read_checkpoint_state
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.arguments.training_arguments import TrainingArguments
+    from psp_hf.training.loop.checkpoint import RUN_FILE, CheckpointStore, read_checkpoint_state
+    from psp_hf.training.loop.trainer import Trainer
 
     cache = _two_source_cache(tmp_path, folder="pool")
     out = tmp_path / "run"

@@ -33,7 +33,7 @@ def distill_table():
 def toy(tmp_path_factory) -> dict:
     """A distillation corpus with its report, a labelled teacher cache and a tokenizer."""
     from psp_hf.data.distill_corpus import CorpusSource, build_corpus, write_corpus
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     root = tmp_path_factory.mktemp("toy")
     rng = random.Random(0)
@@ -50,7 +50,7 @@ def toy(tmp_path_factory) -> dict:
 # ----------------------------------------------------------------------------------------------- psp prepare
 def test_labelling_command_records_the_corpus_for_the_card(toy, tmp_path, monkeypatch):
     import psp_hf.teachers.labels as teacher_module
-    from psp_hf.training.distill import TeacherCorpus
+    from psp_hf.training.data.teacher_corpus import TeacherCorpus
 
     monkeypatch.setattr(teacher_module, "load_teacher", lambda name=None, **_: BagOfWordsTeacher())
     # A cache far from its corpus: the report must come from the copy the labelling command leaves in the cache.
@@ -213,8 +213,9 @@ def test_model2vec_helper_names_the_missing_extra(monkeypatch, tmp_path):
 
 def test_the_demo_trains_in_process_and_shows_the_command_line(tmp_path, monkeypatch, capsys):
     from psp_hf.experiments import demo
-    from psp_hf.training import TrainingArguments, trainer
-    from psp_hf.training.command_line import with_flags
+    from psp_hf.training import TrainingArguments
+    from psp_hf.training.arguments.command_line import with_flags
+    from psp_hf.training.loop import trainer
 
     trained = []
     monkeypatch.setattr(trainer, "train", trained.append)

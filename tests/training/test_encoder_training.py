@@ -11,10 +11,10 @@ import torch
 import psp_hf
 from psp_hf.errors import PSPInputError
 from psp_hf.modeling import PSPConfig, PSPModel
-from psp_hf.training.arguments import TrainingArguments, add_arguments, arguments_from_namespace
-from psp_hf.training.encoder_module import TrainingEncoder
-from psp_hf.training.encoder_options import configure_training_encoder, scramble_bags, train_embed
-from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner, make_miner
+from psp_hf.training.arguments.training_arguments import TrainingArguments, add_arguments, arguments_from_namespace
+from psp_hf.training.loop.miner import NO_NEGATIVE, MegaBatchMiner, make_miner
+from psp_hf.training.model.architectures import configure_training_encoder, scramble_bags, train_embed
+from psp_hf.training.model.trainable import TrainingEncoder
 
 
 # ------------------------------------------------------------------------------------------ scrambling
@@ -175,9 +175,9 @@ def test_recurrent_word_trigram_model_trains_saves_and_resumes(tmp_path, train_h
 
 
 def test_word_vectors_initialise_word_units(tmp_path):
-    from psp_hf.initialization import word_vector_table
-    from psp_hf.tokenizer import wrap_fast_tokenizer
-    from psp_hf.units import build_units
+    from psp_hf.tokenization.pieces import wrap_fast_tokenizer
+    from psp_hf.tokenization.units import build_units
+    from psp_hf.training.model.initial_tables import word_vector_table
 
     tokenizer = wrap_fast_tokenizer(build_units(["the red dog", "a red cat"], "word").tokenizer)
     vectors = tmp_path / "vectors.txt"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner, gather_bags
+from psp_hf.training.loop.miner import NO_NEGATIVE, MegaBatchMiner, gather_bags
 
 
 def unit(*rows):

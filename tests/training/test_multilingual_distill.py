@@ -14,10 +14,9 @@ from toy_bitext import EXTRA, WORDS, MultilingualWordTeacher, WordTeacher, make_
 
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
-from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.bitext_teacher import BitextTeacher
-from psp_hf.training.losses.distillation import bitext_distill_loss, pair_distill_loss
-from psp_hf.training.multilingual import (
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.data.bitext_teacher import BitextTeacher
+from psp_hf.training.data.multilingual import (
     MONO_WEIGHT,
     MULTILINGUAL_DEFAULT_TARGETS,
     read_dev_pairs,
@@ -25,6 +24,7 @@ from psp_hf.training.multilingual import (
     resolved_targets,
     teacher_is_multilingual,
 )
+from psp_hf.training.losses.distillation import bitext_distill_loss, pair_distill_loss
 
 NAME = "fake-multilingual"
 
@@ -126,7 +126,7 @@ def _settings(tmp_path: Path, output: str, **more) -> TrainingArguments:
 
 
 def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(tmp_path, monkeypatch):
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.loop.trainer import Trainer
 
     pairs = make_bitext(tmp_path / "bitext.tsv", 400)
     rng = random.Random(1)
@@ -160,7 +160,7 @@ def test_tiny_run_labels_the_other_sides_and_the_mono_text_and_learns_from_both(
 
 
 def test_an_english_only_teacher_keeps_todays_targets_and_labels_no_other_side(tmp_path):
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.loop.trainer import Trainer
 
     pairs = make_bitext(tmp_path / "bitext.tsv", 200)
     TeacherCache(tmp_path / "cache").label([b for _, b in pairs], WordTeacher(), name="word-teacher")
@@ -172,7 +172,7 @@ def test_an_english_only_teacher_keeps_todays_targets_and_labels_no_other_side(t
 def test_a_resumed_run_continues_the_mono_stream_exactly(tmp_path, monkeypatch):
     from safetensors.numpy import load_file
 
-    from psp_hf.training.trainer import Trainer
+    from psp_hf.training.loop.trainer import Trainer
 
     pairs = make_bitext(tmp_path / "bitext.tsv", 200)
     mono = [translate(f"{a} {b} tree") for a, b in zip(WORDS, WORDS[3:], strict=False)]
@@ -195,7 +195,7 @@ def test_a_resumed_run_continues_the_mono_stream_exactly(tmp_path, monkeypatch):
 
 
 def test_cards_list_only_the_multilingual_settings_a_run_used():
-    from psp_hf.training.multilingual import card_settings
+    from psp_hf.training.data.multilingual import card_settings
 
     settings = TrainingArguments().to_dict()
     english = card_settings({**settings, "teacher_cache": "cache"})

@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from psp_hf.data_folder import data_dir
-from psp_hf.io import iter_tsv
-from psp_hf.training.checkpoint import read_checkpoint_state
+from psp_hf.io.files import iter_tsv
+from psp_hf.training.loop.checkpoint import read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -44,7 +44,7 @@ def synthetic_pairs(path: Path, n: int, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 3, vocab_size=120, output_dir=folder)
@@ -184,8 +184,8 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
 # ------------------------------------------------------------------------------------- two processes
 WORKER = """
 import sys, torch
-from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.trainer import Trainer
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.loop.trainer import Trainer
 
 pairs, tokenizer, out = sys.argv[1:4]
 args = TrainingArguments(data=[pairs], output_dir=out, tokenizer=tokenizer, dim=32, batch_size=16,

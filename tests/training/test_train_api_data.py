@@ -10,7 +10,7 @@ import pytest
 
 from psp_hf.errors import PSPInputError
 from psp_hf.training import TrainingArguments, train
-from psp_hf.training.data import PairSource, PairStream
+from psp_hf.training.data.pairs import PairSource, PairStream
 
 WORD_LIST = "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach"
 WORDS = WORD_LIST.split()
@@ -29,7 +29,7 @@ def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 3, vocab_size=80, output_dir=folder)

@@ -15,10 +15,10 @@ from safetensors.torch import load_file
 
 from psp_hf.errors import PSPInputError
 from psp_hf.teachers.labels import TeacherCache
-from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
-from psp_hf.training.miner import NO_NEGATIVE, MegaBatchMiner
-from psp_hf.training.trainer import Trainer
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
+from psp_hf.training.loop.miner import NO_NEGATIVE, MegaBatchMiner
+from psp_hf.training.loop.trainer import Trainer
 
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
@@ -36,7 +36,7 @@ def make_sentences(n: int, seed: int = 0) -> list[str]:
 def toy(tmp_path_factory) -> dict:
     """A tokenizer, a labelled teacher cache with a corpus report, and paraphrase-like pairs."""
     from psp_hf.data.distill_corpus import CorpusSource, build_corpus, write_corpus
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     root = tmp_path_factory.mktemp("toy")
     sentences = make_sentences(400)
@@ -168,7 +168,7 @@ def test_no_data_and_no_teacher_is_refused():
 def test_threshold_flag_parses_as_a_float(tmp_path):
     import argparse
 
-    from psp_hf.training.arguments import add_arguments, arguments_from_namespace
+    from psp_hf.training.arguments.training_arguments import add_arguments, arguments_from_namespace
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -308,7 +308,7 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
     )
     trainer = Trainer(args(toy, tmp_path / "out", init="word-vectors", init_vectors=str(vectors)))
     trainer._setup()
-    from psp_hf.initialization import piece_texts
+    from psp_hf.training.model.initial_tables import piece_texts
 
     texts = piece_texts(trainer.tokenizer)
     table = trainer.model.embeddings.weight.detach()
@@ -322,7 +322,7 @@ def test_word_vector_init_sets_the_table_before_training(toy, tmp_path):
 # ----------------------------------------------------------------------------------------------- table
 def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
     import psp_hf.teachers.labels as teacher_module
-    from psp_hf.initialization import teacher_table
+    from psp_hf.training.model.initial_tables import teacher_table
 
     loaded = []
     monkeypatch.setattr(
@@ -336,7 +336,7 @@ def test_init_teacher_embeds_each_piece(toy, tmp_path, monkeypatch):
 
 
 def test_corpus_shards_are_equal_disjoint_and_reshuffled(toy):
-    from psp_hf.training.distill import TeacherCorpus
+    from psp_hf.training.data.teacher_corpus import TeacherCorpus
 
     corpora = [TeacherCorpus(toy["cache"], seed=3, rank=rank, world_size=3) for rank in range(3)]
     shards = [corpus.shard(0) for corpus in corpora]
@@ -351,8 +351,8 @@ def test_corpus_shards_are_equal_disjoint_and_reshuffled(toy):
 
 WORKER = """
 import sys, torch
-from psp_hf.training.arguments import TrainingArguments
-from psp_hf.training.trainer import Trainer
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.loop.trainer import Trainer
 
 pairs, cache, tokenizer, out = sys.argv[1:5]
 args = TrainingArguments(data=[pairs], teacher_cache=cache, distill_weight=1.0, output_dir=out, tokenizer=tokenizer,
@@ -435,7 +435,7 @@ def test_teacher_transform_distils_toward_vectors_without_their_shared_direction
 
 
 def test_bitext_teacher_transform_keeps_every_sentence_and_unit_norm():
-    from psp_hf.training.bitext_teacher import BitextTeacher
+    from psp_hf.training.data.bitext_teacher import BitextTeacher
 
     rng = np.random.default_rng(0)
     vectors = {f"s{i}": (rng.normal(size=6) + 4.0).astype(np.float16) for i in range(50)}

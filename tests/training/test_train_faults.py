@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from psp_hf.training.checkpoint import CheckpointStore, read_checkpoint_state
+from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[2]
 WORD_LIST = (
@@ -55,7 +55,7 @@ def german_english(path: Path, n: int, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS + GERMAN] * 3, vocab_size=160, output_dir=folder)

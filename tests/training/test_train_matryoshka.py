@@ -12,7 +12,8 @@ import torch
 from torch.nn import functional as F
 
 from psp_hf.errors import PSPInputError
-from psp_hf.training.arguments import TrainingArguments
+from psp_hf.training.arguments.training_arguments import TrainingArguments
+from psp_hf.training.loop.trainer import Trainer
 from psp_hf.training.losses.distillation import distill_loss
 from psp_hf.training.losses.margin import margin_loss
 from psp_hf.training.losses.matryoshka import (
@@ -22,7 +23,6 @@ from psp_hf.training.losses.matryoshka import (
     nested_projections,
     parse_nested_dims,
 )
-from psp_hf.training.trainer import Trainer
 
 WORD_LIST = (
     "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park beach field "
@@ -107,7 +107,7 @@ def _pairs(path: Path, n: int, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 3, vocab_size=100, output_dir=folder)

@@ -11,8 +11,8 @@ import pytest
 
 from psp_hf.errors import PSPInputError
 from psp_hf.training import TrainingArguments, train
-from psp_hf.training.run_plot import plot_metrics
-from psp_hf.training.trackers import parse_report_to, record_scalars, tracker_config
+from psp_hf.training.reporting.plot import plot_metrics
+from psp_hf.training.reporting.trackers import parse_report_to, record_scalars, tracker_config
 
 WORD_LIST = "man woman child dog cat bird horse boy girl runs walks jumps sits plays eats reads street park"
 WORDS = WORD_LIST.split()
@@ -21,7 +21,7 @@ PAIRS = [(f"{a} {b} {c}", f"{c} {a} {b}") for a in WORDS[:6] for b in WORDS[6:12
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> Path:
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     folder = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer([f"a {word} the {word}s" for word in WORDS] * 3, vocab_size=80, output_dir=folder)

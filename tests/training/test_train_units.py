@@ -8,11 +8,11 @@ import torch
 
 from psp_hf import PSPConfig, PSPModel
 from psp_hf.errors import PSPInputError
-from psp_hf.training.arguments import TrainingArguments, add_arguments, arguments_from_namespace
-from psp_hf.training.encoder_module import TrainingEncoder
+from psp_hf.training.arguments.training_arguments import TrainingArguments, add_arguments, arguments_from_namespace
+from psp_hf.training.loop.miner import tokenize_megabatch
+from psp_hf.training.loop.optimizer import LazyAdam, clip_grad_norm
 from psp_hf.training.losses.margin import margin_loss
-from psp_hf.training.miner import tokenize_megabatch
-from psp_hf.training.optimizer import LazyAdam, clip_grad_norm
+from psp_hf.training.model.trainable import TrainingEncoder
 
 SENTENCES = [
     "a man plays a guitar on the street",
@@ -30,7 +30,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from psp_hf.tokenizer import train_tokenizer
+    from psp_hf.tokenization.pieces import train_tokenizer
 
     return train_tokenizer(SENTENCES * 5, vocab_size=60)
 
@@ -193,7 +193,7 @@ def write_pairs(path, n, header="id\tsentence1\tsentence2"):
 
 
 def test_stream_formats_and_columns(tmp_path):
-    from psp_hf.training.data import PairSource
+    from psp_hf.training.data.pairs import PairSource
 
     tsv = write_pairs(tmp_path / "pairs.tsv", 5)
     source = PairSource([str(tsv)])
@@ -232,7 +232,7 @@ def test_stream_formats_and_columns(tmp_path):
 
 
 def test_stream_skips_blank_rows_resumes_exactly_and_splits_across_processes(tmp_path):
-    from psp_hf.training.data import PairSource, PairStream
+    from psp_hf.training.data.pairs import PairSource, PairStream
 
     path = write_pairs(tmp_path / "pairs.tsv", 103)
     with open(path, "a", encoding="utf-8") as handle:

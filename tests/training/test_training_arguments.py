@@ -12,9 +12,15 @@ from pathlib import Path
 import pytest
 
 from psp_hf.errors import PSPInputError
-from psp_hf.training import argument_checks, arguments
-from psp_hf.training.argument_checks import add_field_arguments, check_rules, fields_with, setting, value_type
-from psp_hf.training.arguments import RESUME_FIXED, TrainingArguments, add_arguments, arguments_from_namespace
+from psp_hf.training.arguments import checks as argument_checks
+from psp_hf.training.arguments import training_arguments as arguments
+from psp_hf.training.arguments.checks import add_field_arguments, check_rules, fields_with, setting, value_type
+from psp_hf.training.arguments.training_arguments import (
+    RESUME_FIXED,
+    TrainingArguments,
+    add_arguments,
+    arguments_from_namespace,
+)
 
 SAMPLES = {int: "7", float: "0.5", str: "some-value"}
 
@@ -124,8 +130,8 @@ def test_unknown_rule_is_refused_where_the_field_is_declared():
 
 
 def test_resume_and_card_lists_come_from_the_metadata():
-    from psp_hf.training import run_setup
-    from psp_hf.training.run_end import PAIR_ONLY_SETTINGS
+    from psp_hf.training.loop import run_setup
+    from psp_hf.training.loop.run_end import PAIR_ONLY_SETTINGS
 
     declared = {spec.name for spec in dataclasses.fields(TrainingArguments) if spec.metadata.get("fixed_on_resume")}
     assert run_setup.RESUME_FIXED == RESUME_FIXED and set(RESUME_FIXED) == declared
@@ -169,5 +175,5 @@ def test_no_private_transformers_or_argparse_api():
         source = Path(module.__file__).read_text(encoding="utf-8")
         for private in ("._parse_dataclass_field", "._actions", "HfArgumentParser", "argparse._"):
             assert private not in source, (module.__name__, private)
-    train_cli = Path(arguments.__file__).parents[1] / "cli" / "train.py"
+    train_cli = Path(arguments.__file__).parents[2] / "cli" / "train.py"
     assert "._actions" not in train_cli.read_text(encoding="utf-8")

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io import atomic_path, iter_tsv
+from ..io.files import atomic_path, iter_tsv
 from . import filters as bt_filters
 from .translate import BitextRow, read_bitext
 

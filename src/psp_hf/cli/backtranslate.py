@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from ..devices import check_device
 
     check_device(args.device)  # before run.json is written: a bad device must not lock the folder
-    from ..io import cannot_be_hub_id
+    from ..io.files import cannot_be_hub_id
 
     for flag in ("model", "lm", "score_model"):
         value = getattr(args, flag, None)

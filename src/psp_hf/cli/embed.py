@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .. import load
     from ..inference.pooling import prepare_bulk
-    from ..io import NpyRowWriter, atomic_path, check_input, check_output
+    from ..io.files import NpyRowWriter, atomic_path, check_input, check_output
 
     flags.check_batch_size(args.batch_size)
     check_input(args.input)

@@ -77,7 +77,7 @@ def _die_with_parent() -> None:
 
 def _run_children(command: list[str], environments: list[dict]) -> list[int]:
     """Start one worker a rank and wait for them; on SIGTERM, Ctrl-C or any error, stop them first."""
-    from ..io import _terminate_as_exception
+    from ..io.files import _terminate_as_exception
 
     children: list[subprocess.Popen] = []
     with _terminate_as_exception():  # SIGTERM becomes `Terminated` here, so the workers are stopped below

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
     from ..evaluation.adapters import load_encoder
-    from ..evaluation.any_encoder import load_encoder_spec
+    from ..evaluation.callables import load_encoder_spec
     from ..evaluation.report import build_report, markdown_report, write_outputs
     from ..evaluation.tasks import evaluate_model, resolve_tasks
 
@@ -200,7 +200,7 @@ def check_output(output: str | None) -> None:
     from pathlib import Path
 
     from ..errors import PSPInputError
-    from ..io import check_writable_parent
+    from ..io.files import check_writable_parent
 
     if output is None:
         return

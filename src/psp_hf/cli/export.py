@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _remove_dead_staging(output: Path) -> None:
-    from ..io import _pid_alive
+    from ..io.files import _pid_alive
 
     for folder in output.parent.glob(f".{output.name}.export-*"):
         pid = folder.name.rsplit("-", 1)[-1]

@@ -23,7 +23,7 @@ from ..experiments.languages import (
 )
 from ..experiments.languages_data import check_data
 from ..experiments.multilingual_model import build_multilingual
-from ..training.multilingual import (
+from ..training.data.multilingual import (
     BITEXT_TARGETS,
     MONO_WEIGHT,
     MULTILINGUAL_DEFAULT_MONO,

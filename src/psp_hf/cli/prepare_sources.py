@@ -151,7 +151,7 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
 
     from ..data.checks import check_output_folder
     from ..teachers.labels import TeacherCache, labelling_teacher, teacher_name
-    from ..training.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
+    from ..training.data.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
 
     check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
     both = teacher_is_multilingual(args.teacher) and MULTILINGUAL_DEFAULT_TARGETS != "en"

@@ -55,8 +55,8 @@ def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
 def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
     """Lists of batch_size sentences of `path`, one a line (the last list may be shorter); a line that is not
     UTF-8 stops the run, or is None in its list and counted in `skipped`."""
-    from ..io import decode_line
-    from ..io_lines import iter_line_blocks
+    from ..io.files import decode_line
+    from ..io.lines import iter_line_blocks
 
     batch: list = []
     for first, lines in iter_line_blocks(path):

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _pair_parser(path: str, columns: list[int] | None):
-    from ..io import decode_line
+    from ..io.files import decode_line
 
     def parse(number: int, raw: bytes) -> tuple[str, str]:
         fields = decode_line(path, number, raw).split("\t")
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     """Score the pairs of args.input into args.output (or stdout)."""
     from .. import load
     from ..inference.similarity import cosine_pairs
-    from ..io import atomic_path, check_input, check_output, iter_raw_lines
+    from ..io.files import atomic_path, check_input, check_output, iter_raw_lines
 
     flags.check_batch_size(args.batch_size)
     if args.columns is not None and not all(isinstance(column, int) for column in args.columns):

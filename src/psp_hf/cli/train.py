@@ -21,7 +21,7 @@ from . import flags
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `psp train` (one per `TrainingArguments` field, `--no-X` beside each boolean, and --config)."""
-    from ..training.arguments import add_arguments as add_training_arguments
+    from ..training.arguments.training_arguments import add_arguments as add_training_arguments
 
     # Each field's other spellings (`--output-dir` beside `-o/--output`, `--batch_size`) parse but stay out of --help
     # (added hidden by `add_field_arguments`); a `flags.Parser` lists them in `old_spellings`.
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train; returns the exit code (1 when the model was trained but the Hub push failed)."""
-    from ..training.arguments import arguments_from_namespace
-    from ..training.trainer import Trainer
+    from ..training.arguments.training_arguments import arguments_from_namespace
+    from ..training.loop.trainer import Trainer
 
     trainer = Trainer(arguments_from_namespace(args))
     trainer.train()

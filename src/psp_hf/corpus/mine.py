@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..margin import ratio_margin
+from ..inference.ratio_margin import ratio_margin
 
 # From this many indexed vectors on, "auto" picks the approximate index.
 APPROX_FROM = 500_000

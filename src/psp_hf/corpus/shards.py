@@ -37,7 +37,7 @@ def shard_done(folder: Path, index: int, fmt: str) -> bool:
 
 def write_json(path: Path, content: dict) -> None:
     """Write `content` as JSON through the one atomic writer."""
-    from ..io import atomic_path
+    from ..io.files import atomic_path
 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -63,7 +63,7 @@ def check_manifest(folder: Path, settings: dict) -> None:
 
 def write_shard(folder: Path, index: int, fmt: str, rows: np.ndarray, embeddings: np.ndarray) -> None:
     """Write one shard atomically: for npy the row numbers first, the embeddings (the done marker) last."""
-    from ..io import atomic_path
+    from ..io.files import atomic_path
 
     stem = folder / shard_stem(index)
     if fmt == "parquet":

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..chinese_script import fold_traditional
 from ..data_folder import data_dir, existing_data_dir
 from ..errors import PSPInputError
-from ..io import atomic_path, iter_tsv
+from ..io.files import atomic_path, iter_tsv
+from ..tokenization.chinese_script import fold_traditional
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS12-train")
 
@@ -310,7 +310,7 @@ def read_corpus(path: str | Path) -> list[str]:
         import pyarrow.parquet as pq
 
         return pq.read_table(path, columns=["sentence"]).column("sentence").to_pylist()
-    from ..io import read_sentences
+    from ..io.files import read_sentences
 
     if not path.is_file():
         raise PSPInputError(f"{path}: no such file")

@@ -417,7 +417,7 @@ def _train_tokenizer(
 ):
     import pyarrow.parquet as pq
 
-    from ..tokenizer import train_tokenizer
+    from ..tokenization.pieces import train_tokenizer
 
     def texts() -> Iterator[str]:
         # Both sides feed one vocabulary (for bitext: shared by the two languages, as in P-SP).

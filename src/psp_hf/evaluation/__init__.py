@@ -12,7 +12,7 @@ also write the JSON report, the Markdown tables (`report.py`) and the model card
 """
 
 from .adapters import EncoderAdapter, load_encoder
-from .any_encoder import evaluate, load_encoder_spec
+from .callables import evaluate, load_encoder_spec
 from .sts import DEV_SPLITS, sts_dev_score
 from .tasks import (
     ALL_TASKS,

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
-from ..margin import margin_retrieval_errors
+from ..inference.ratio_margin import margin_retrieval_errors
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter

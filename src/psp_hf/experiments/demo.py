@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..data_folder import data_dir
-from ..initialization import save_untrained_like
+from ..training.model.initial_tables import save_untrained_like
 
 
 def _run(step: str, argv: list[str]) -> None:
@@ -39,7 +39,7 @@ def _run(step: str, argv: list[str]) -> None:
 def _train(step: str, settings: dict) -> None:
     """Train in this process (`psp_hf.training.train`), showing the `psp train` command line that does the same."""
     from ..training import TrainingArguments, train
-    from ..training.command_line import command_line, with_flags
+    from ..training.arguments.command_line import command_line, with_flags
 
     arguments = with_flags(TrainingArguments(**settings), ())  # no flags on top: checked as psp train checks
     print(f"\n== {step}\n$ psp train {' '.join(command_line(arguments))}", flush=True)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..io import atomic_path
+from ..io.files import atomic_path
 
 if TYPE_CHECKING:
     from .languages import Settings
@@ -97,7 +97,7 @@ def _label(folder: Path, settings: Settings, sentences: int) -> dict:
 def training_arguments(folder: Path, settings: Settings):
     """The student's `TrainingArguments` (resuming a killed run)."""
     from ..training import TrainingArguments
-    from ..training.command_line import with_flags
+    from ..training.arguments.command_line import with_flags
 
     model = folder / "model"
     values = {
@@ -115,8 +115,8 @@ def training_arguments(folder: Path, settings: Settings):
 def _train(folder: Path, settings: Settings, sentences: int) -> dict:
     from ..errors import PSPInputError
     from ..training import Trainer
-    from ..training.command_line import command_line
-    from ..training.metrics_log import end_record
+    from ..training.arguments.command_line import command_line
+    from ..training.reporting.metrics_log import end_record
 
     arguments = training_arguments(folder, settings)
     trainer = Trainer(arguments)

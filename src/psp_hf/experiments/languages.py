@@ -40,11 +40,11 @@ from ..data.sources.registry_bitext import (
     write_source_tsvs,
 )
 from ..errors import PSPInputError
-from ..io import atomic_path
-from ..training.multilingual import MONO_WEIGHT
+from ..io.files import atomic_path
+from ..training.data.multilingual import MONO_WEIGHT
 
 if TYPE_CHECKING:
-    from ..training.arguments import TrainingArguments
+    from ..training.arguments.training_arguments import TrainingArguments
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 # The bitext sources (data/sources/language_sources.py) are chosen by name with --sources; the default set per
@@ -182,7 +182,7 @@ def _prepare(code: str, folder: Path, settings: Settings) -> dict:
 def _label(code: str, folder: Path, settings: Settings) -> dict:
     if settings.margin_only:
         return {"skipped": "--margin-only: no teacher"}
-    from ..training.bitext_teacher import BitextTeacher
+    from ..training.data.bitext_teacher import BitextTeacher
 
     if settings.threads:
         import torch
@@ -221,7 +221,7 @@ def training_arguments(
     """The training settings of one language (the defaults measured for bitext, see results/languages.md), with
     `overrides` and then the user's `--train-args` on top; validated."""
     from ..training import TrainingArguments
-    from ..training.command_line import with_flags
+    from ..training.arguments.command_line import with_flags
     from .languages_data import multilingual_training_values
 
     values: dict = {
@@ -257,14 +257,14 @@ def _train(code: str, folder: Path, settings: Settings) -> dict:
 def run_training(code: str, folder: Path, arguments: TrainingArguments) -> dict:
     """Train `folder`/model with `arguments`; the record of the train step."""
     from ..training import Trainer
-    from ..training.command_line import command_line
+    from ..training.arguments.command_line import command_line
 
     trainer = Trainer(arguments)
     trainer.train()
     status = trainer.push_status
     if status:
         raise PSPInputError(f"{code}: training ended with status {status}")
-    from ..training.metrics_log import end_record
+    from ..training.reporting.metrics_log import end_record
 
     end = end_record(folder / "model")
     # The record keeps the `psp train` command line that repeats the run by hand.
@@ -301,7 +301,7 @@ def evaluate_folder(
 def training_info(model: Path) -> dict:
     """The run's settings and numbers as the end of training gave them to the card (from args.json + metrics)."""
     info = json.loads((model / "training" / "args.json").read_text(encoding="utf-8"))
-    from ..training.metrics_log import end_record
+    from ..training.reporting.metrics_log import end_record
 
     end = end_record(model)
     info.update(
@@ -316,7 +316,7 @@ def training_info(model: Path) -> dict:
     meta = Path(cache) / "meta.json" if cache else None
     if meta is not None and meta.is_file():
         info["teacher"] = json.loads(meta.read_text(encoding="utf-8")).get("teacher", info.get("teacher"))
-    from ..training.multilingual import card_settings
+    from ..training.data.multilingual import card_settings
 
     return card_settings(info)
 

@@ -20,7 +20,7 @@ from ..data.sources.language_sources import (
     source_licences,
     stage_bitext,
 )
-from ..training.multilingual import (
+from ..training.data.multilingual import (
     MULTILINGUAL_DEFAULT_MONO,
     MULTILINGUAL_DEFAULT_TARGETS,
     default_teacher_transform,
@@ -98,7 +98,7 @@ def mono_path(folder: Path) -> Path | None:
 
 def mono_text(folder: Path) -> list[str]:
     """The prepared monolingual sentences of a language folder ([] without any)."""
-    from ..training.multilingual import read_mono_sentences
+    from ..training.data.multilingual import read_mono_sentences
 
     path = mono_path(folder)
     return read_mono_sentences([path]) if path is not None else []
@@ -125,7 +125,7 @@ def sentences_to_label(code: str, folder: Path, settings) -> list[str]:
     """Every sentence the training run will ask the teacher for (see the module text)."""
     import pyarrow.parquet as pq
 
-    from ..training.multilingual import read_mono_sentences
+    from ..training.data.multilingual import read_mono_sentences
 
     targets = settings.bitext_targets
     if targets == "auto":

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io import atomic_path
+from ..io.files import atomic_path
 from .languages import (
     STS17_TRACKS,
     Settings,
@@ -140,7 +140,7 @@ def write_mono(folders: list[tuple[str, Path]], out: Path) -> list[str]:
 def write_dev(languages: list[str], data: Path, out: Path) -> int:
     """The PUD dev pairs, pair i's X side in languages[i % n]: each English sentence once (PUD is parallel)."""
     from ..data.sources.language_sources import dev_file
-    from ..training.multilingual import read_dev_pairs
+    from ..training.data.multilingual import read_dev_pairs
 
     pairs = {code: read_dev_pairs(dev_file(data, code), code) for code in languages}
     count = min(len(found) for found in pairs.values())

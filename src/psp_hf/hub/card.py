@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import PSPInputError
 from ..evaluation.model_index import METRIC_NAMES, ResultRow, eval_results_for_card, result_rows
-from ..io import atomic_path
+from ..io.files import atomic_path
 
 LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh", "multilingual")
 TEMPLATE_OF = {"mul": "multilingual"}  # `psp train --lang mul` (ISO 639-2: several languages): the multilingual card
@@ -126,8 +126,9 @@ def _config_of(encoder_or_config):
 
 
 def _script_note(encoder_or_config) -> str:
-    """What the card says when the tokenizer folds Traditional Chinese into Simplified (`psp_hf.chinese_script`)."""
-    from ..chinese_script import TABLE_DESCRIPTION, folds_chinese
+    """What the card says when the tokenizer folds Traditional Chinese into Simplified
+    (`psp_hf.tokenization.chinese_script`)."""
+    from ..tokenization.chinese_script import TABLE_DESCRIPTION, folds_chinese
 
     if not folds_chinese(getattr(encoder_or_config, "backend_tokenizer", None)):
         return ""

@@ -125,7 +125,7 @@ def _sentencepiece_tokenizer(sp_model: Path, lowercase: bool):
     import sentencepiece as spm
     from transformers import PreTrainedTokenizerFast
 
-    from ..tokenizer import PAD_PIECE, fast_tokenizer_from_sentencepiece
+    from ..tokenization.pieces import PAD_PIECE, fast_tokenizer_from_sentencepiece
 
     if not sp_model.is_file():
         raise PSPInputError(f"--sp-model {sp_model}: no such file")
@@ -257,7 +257,7 @@ def save_converted(encoder, sp_model: str | os.PathLike, output_dir: str | os.Pa
     half-written folder; an existing non-empty `output_dir` is replaced only with `overwrite`.
     """
     from ..persistence.sentence_transformers_layout import write_sentence_transformers_files
-    from ..tokenizer import SPM_FILENAME
+    from ..tokenization.pieces import SPM_FILENAME
 
     output = Path(output_dir)
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:

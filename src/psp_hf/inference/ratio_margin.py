@@ -44,7 +44,7 @@ def margin_matrix(similarity: np.ndarray, k: int) -> np.ndarray:
 
 def margin_retrieval_errors(source: np.ndarray, target: np.ndarray, k: int = 4) -> tuple[float, float]:
     """Error rates (source->target, target->source) of retrieval by highest margin; row i pairs with row i."""
-    from .inference.similarity import unit_rows
+    from .similarity import unit_rows
 
     similarity = unit_rows(np.asarray(source, dtype=np.float32)) @ unit_rows(np.asarray(target, dtype=np.float32)).T
     margins = margin_matrix(similarity, k)

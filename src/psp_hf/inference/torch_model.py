@@ -28,7 +28,7 @@ def load_model_encoder(cls, folder: Path):
     from transformers import PreTrainedTokenizerFast
 
     from ..persistence.model_folder import read_tokenizer
-    from .encoder_helpers import modeling
+    from .encode_inputs import modeling
 
     read_tokenizer(folder)  # one clear error for a missing or corrupt tokenizer.json
     if not (folder / "model.safetensors").is_file():
@@ -76,7 +76,7 @@ def new_model_encoder(cls, tokenizer, hidden_size: int, seed: int, **config_kwar
     import json
 
     from ..persistence.model_folder import word_boundary_id
-    from .encoder_helpers import modeling, private_backend
+    from .encode_inputs import modeling, private_backend
 
     PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
     import torch

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .errors import PSPInputError
+from ..errors import PSPInputError
 
 STDIN = "-"
 
@@ -401,4 +401,4 @@ def publish_new(
 
 
 # Re-exported: the .npy writers live in io_npy.py.
-from .io_npy import NPY_HEADER_BYTES, NpyRowWriter, open_npy_for_writing  # noqa: E402, F401
+from .npy import NPY_HEADER_BYTES, NpyRowWriter, open_npy_for_writing  # noqa: E402, F401

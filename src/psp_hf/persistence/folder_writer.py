@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..inference.encoder_helpers import modeling, portable_tokenizer_class
-from ..io import follow_umask
+from ..inference.encode_inputs import modeling, portable_tokenizer_class
+from ..io.files import follow_umask
 
 
 def write_model_folder(encoder, directory: Path, quantize_to: str | None = None) -> Path:

@@ -43,7 +43,7 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
         return path
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    from ..io import cannot_be_hub_id
+    from ..io.files import cannot_be_hub_id
 
     if cannot_be_hub_id(os.fspath(id_or_path)):  # a mistyped local path, not a Hub id to look up
         raise FileNotFoundError(f"{id_or_path}: no such model folder")

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_path
+from ..io.files import atomic_path
 
 TRANSFORMER_DIR = "0_Transformer"
 WORD_WEIGHTS_DIR = "1_WordWeights"

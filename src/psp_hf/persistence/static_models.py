@@ -139,7 +139,7 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
     """Write `encoder` as a model2vec folder (see the module docstring for where results differ)."""
     from safetensors.numpy import save
 
-    from ..io import atomic_path
+    from ..io.files import atomic_path
 
     if not encoder.averages_pieces:  # LSTM, GRAN, character units...: not one table's average
         raise PSPInputError("model2vec folders hold averaging encoders only (psp, mean, max over the tokenizer's ids)")

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io import atomic_path, publish_new
+from ..io.files import atomic_path, publish_new
 
 CHUNK_GLOB = "chunk-*.parquet"
 META_FILE = "meta.json"

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io import atomic_path
+from ..io.files import atomic_path
 
 BACKENDS = ("onnx-int8", "onnx", "torch")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -21,8 +21,8 @@ from types import SimpleNamespace
 
 from transformers import PreTrainedTokenizerFast
 
+from ..errors import PSPInputError
 from .chinese_script import fold_traditional, folding_charsmap, has_chinese
-from .errors import PSPInputError
 
 UNK_PIECE = "<unk>"
 PAD_PIECE = "<pad>"
@@ -71,7 +71,7 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lower
 
 
 def _read_lines(path: Path) -> Iterator[str]:
-    from .io import open_text
+    from ..io.files import open_text
 
     with open_text(path) as handle:
         yield from handle

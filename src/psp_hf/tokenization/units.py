@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .errors import native_panics
+from ..errors import native_panics
 
 UNK, PAD, SPACE = "<unk>", "<pad>", " "
 UNIT_CHOICES = ("piece", "word", "trigram")
@@ -120,7 +120,7 @@ def build_units(
 def _count_codes(tokenizer, texts: list[str], units: str, char_vocab_size: int, min_count: int, batch: int):
     import torch
 
-    from .modeling.encoders_psp import unit_codes
+    from ..modeling.encoders_psp import unit_codes
 
     totals: Counter = Counter()
     for start in range(0, len(texts), batch):
@@ -171,9 +171,9 @@ def encoder_for_units(
     """A new `PSPEncoder` over `build_units`' tokenizer with its unit codes loaded (random table(s))."""
     import torch
 
-    from .encoder import PSPEncoder
-    from .modeling import PSPConfig, PSPModel
-    from .tokenizer import wrap_fast_tokenizer
+    from ..encoder import PSPEncoder
+    from ..modeling import PSPConfig, PSPModel
+    from .pieces import wrap_fast_tokenizer
 
     tokenizer = wrap_fast_tokenizer(vocabulary.tokenizer)
     config = {"vocab_size": len(tokenizer), **vocabulary.config, **config_kwargs}

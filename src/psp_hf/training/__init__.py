@@ -13,11 +13,11 @@ __all__ = ["Trainer", "TrainingArguments", "train"]
 def __getattr__(name: str) -> Any:
     # Lazy, so that importing a submodule does not import torch and accelerate.
     if name == "TrainingArguments":
-        from .arguments import TrainingArguments
+        from .arguments.training_arguments import TrainingArguments
 
         return TrainingArguments
     if name in ("Trainer", "train"):
-        from . import trainer
+        from .loop import trainer
 
         return getattr(trainer, name)
     raise AttributeError(name)

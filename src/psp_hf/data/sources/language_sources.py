@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import PSPInputError
-from ...io import atomic_path
+from ...io.files import atomic_path
 
 logger = logging.getLogger(__name__)
 

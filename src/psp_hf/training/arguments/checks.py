@@ -18,7 +18,7 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 # What a field's metadata may hold (besides "help"), and what each key means.
 RULES = {

@@ -9,8 +9,8 @@ import dataclasses
 import typing
 from collections.abc import Sequence
 
-from .argument_checks import field_default, shown_flags, value_type
-from .arguments import TrainingArguments, add_arguments, arguments_from_namespace
+from .checks import field_default, shown_flags, value_type
+from .training_arguments import TrainingArguments, add_arguments, arguments_from_namespace
 
 
 def command_line(arguments: TrainingArguments) -> list[str]:

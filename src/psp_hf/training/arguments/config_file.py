@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 
 def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
     """Read a JSON or YAML config file of the fields of dataclass `cls` (`TrainingArguments`, passed in by
     `arguments`, which imports this module), by name with dashes or underscores. A field's earlier names (its `old`
     spellings: `pool_weights` for `corpus_weights`) are read as the field."""
-    from .argument_checks import old_names, with_current_names
+    from .checks import old_names, with_current_names
 
     fields, earlier = {spec.name for spec in dataclasses.fields(cls)}, old_names(cls)
     path = Path(path)

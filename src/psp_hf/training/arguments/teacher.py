@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK
-from .argument_checks import setting
+from ...errors import PSPInputError
+from ...teachers.combine import WHITEN_SHRINK
+from .checks import setting
 
 
 @dataclass
@@ -127,7 +127,7 @@ def validate_teacher_settings(args) -> None:
     if args.data and args.margin_weight == 0 and args.distill_weight == 0:
         raise PSPInputError("--margin-weight 0 and --distill-weight 0: nothing to train")
     if args.corpus_weights:
-        from .distill import parse_corpus_weights
+        from ..data.teacher_corpus import parse_corpus_weights
 
         parse_corpus_weights(args.corpus_weights)  # a malformed value fails here, before anything is loaded
         if not args.teacher_cache or args.teacher:

@@ -15,11 +15,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import PSPInputError
-from .argument_checks import add_field_arguments, check_rules, check_types, fields_with, setting, value_type
-from .encoder_options import EncoderArguments
-from .multilingual import MultilingualArguments
-from .teacher_arguments import TeacherArguments
+from ...errors import PSPInputError
+from ..data.multilingual import MultilingualArguments
+from ..model.architectures import EncoderArguments
+from .checks import add_field_arguments, check_rules, check_types, fields_with, setting, value_type
+from .teacher import TeacherArguments
 
 KINDS = ("auto", "paraphrase", "bitext")
 NEGATIVE_POOLS = ("auto", "other-side", "both-sides")
@@ -266,15 +266,15 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
             )
         if not self.output_dir:
             raise PSPInputError("-o/--output is required")
-        from .finite import check_finite_arguments
+        from ..loop.finite import check_finite_arguments
 
         check_finite_arguments(self)
         check_rules(self)  # the choices and bounds each field declares
         self._validate_teacher()
         if self.columns is not None and len(self.column_pair()) != 2:
             raise PSPInputError(f"--columns takes two comma-separated names, got {self.columns!r}")
-        from .losses.matryoshka import parse_nested_dims
-        from .trackers import parse_report_to
+        from ..losses.matryoshka import parse_nested_dims
+        from ..reporting.trackers import parse_report_to
 
         parse_nested_dims(self.matryoshka_dims, self.matryoshka_weights, self.dim)
         parse_report_to(self.report_to)
@@ -283,8 +283,8 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
             raise PSPInputError("--kind bitext needs --lang (the non-English language) or --columns")
 
     def _validate_teacher(self) -> None:
-        from .multilingual import validate_multilingual
-        from .teacher_arguments import validate_teacher_settings
+        from ..data.multilingual import validate_multilingual
+        from .teacher import validate_teacher_settings
 
         validate_teacher_settings(self)
         validate_multilingual(self)

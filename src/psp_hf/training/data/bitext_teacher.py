@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK, transform_rows
-from .data import BAD_LINE, pair_key
+from ...errors import PSPInputError
+from ...teachers.combine import WHITEN_SHRINK, transform_rows
+from .pairs import BAD_LINE, pair_key
 
 DEV_BUCKET = 20  # one pair in 20 is a dev candidate
 
@@ -74,7 +74,7 @@ def scan_bitext(
 
 def mining_accuracy(encoder, pairs: Sequence[tuple[str, str]], batch_size: int = 1024) -> float:
     """100 x (1 - mean error) of nearest-cosine retrieval of each pair's other side, both directions."""
-    from ..inference.similarity import unit_rows
+    from ...inference.similarity import unit_rows
 
     source = unit_rows(encoder.encode([a for a, _ in pairs], batch_size=batch_size))
     target = unit_rows(encoder.encode([b for _, b in pairs], batch_size=batch_size))
@@ -86,7 +86,7 @@ def mining_accuracy(encoder, pairs: Sequence[tuple[str, str]], batch_size: int =
 
 def _teacher_lowercases(name: str | None) -> bool:
     """Whether the teacher's tokenizer lowercases (read from its local folder; unknown counts as no)."""
-    from ..teachers.labels import default_teacher_path, teacher_name
+    from ...teachers.labels import default_teacher_path, teacher_name
 
     try:
         path = default_teacher_path() if name in (None, teacher_name(None)) else Path(name)
@@ -154,7 +154,7 @@ class BitextTeacher:
         `teacher`: a sentence-transformers path or Hub id, 'default' (all-MiniLM-L6-v2), or None for the teacher
         the cache names. `load` loads a teacher by name (default `labelling_teacher`; tests pass a fake).
         """
-        from ..teachers.labels import TeacherCache, labelling_teacher, teacher_name
+        from ...teachers.labels import TeacherCache, labelling_teacher, teacher_name
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta() or {}

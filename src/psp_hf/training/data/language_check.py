@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 SAMPLE_ROWS = 200
 
@@ -36,7 +36,7 @@ def check_declared_language(source, lang: str | None, kind: str) -> None:
             f"--lang {lang}: the data's text columns are {columns[0]}, {columns[1]} ({'-'.join(columns)} "
             f"bitext); pass --lang {other}, or name the columns with --columns"
         )
-    from ..data.language_id import language_mismatch
+    from ...data.language_id import language_mismatch
 
     first, second = _sample(source, SAMPLE_ROWS)
     expected = [(columns[0], first, lang), (columns[1], second, "en" if kind == "bitext" else lang)]

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PSPInputError
-from .argument_checks import setting
-from .distill import TeacherCorpus
+from ...errors import PSPInputError
+from ..arguments.checks import setting
+from .teacher_corpus import TeacherCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def teacher_is_multilingual(name: str | None) -> bool:
 
 def run_teacher_name(args) -> str | None:
     """The teacher of a run: `--teacher` ('default': all-MiniLM-L6-v2), else the one its cache names."""
-    from ..teachers.labels import TeacherCache, teacher_name
+    from ...teachers.labels import TeacherCache, teacher_name
 
     if args.teacher not in (None, "default"):
         return teacher_name(args.teacher)

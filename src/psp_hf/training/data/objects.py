@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 PAIR_COLUMNS = ("sentence1", "sentence2")
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.distill_corpus import evaluation_matches
-from ..errors import PSPInputError
-from ..teachers.combine import WHITEN_SHRINK, transform_rows
-from ..teachers.labels import CORPUS_REPORT
+from ...data.distill_corpus import evaluation_matches
+from ...errors import PSPInputError
+from ...teachers.combine import WHITEN_SHRINK, transform_rows
+from ...teachers.labels import CORPUS_REPORT
 
 
 @dataclass
@@ -124,7 +124,7 @@ class TeacherCorpus:
         world_size: int = 1,
         weights: dict[str, float] | None = None,
     ):
-        from ..teachers.labels import TeacherCache
+        from ...teachers.labels import TeacherCache
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta()

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import PSPInputError
-from ..io import atomic_path, follow_umask
+from ...errors import PSPInputError
+from ...io.files import atomic_path, follow_umask
 
 CHECKPOINT_FORMAT = 2
 POINTER = "checkpoint.json"

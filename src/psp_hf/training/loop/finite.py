@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 
 class TrainingDiverged(PSPInputError):

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PSPInputError
-from ..io import atomic_path
-from .arguments import PAIRS_ONLY
+from ...errors import PSPInputError
+from ...io.files import atomic_path
+from ..arguments.training_arguments import PAIRS_ONLY
+from ..reporting.metrics_log import peak_rss_mb
 from .checkpoint import EXPORT_PREFIX
-from .metrics_log import peak_rss_mb
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +23,8 @@ def encoder_with_weights(encoder, weights: Path):
     """A copy of `encoder` with the weights of a safetensors file (the best dev checkpoint)."""
     from safetensors.torch import load_file
 
-    from ..encoder import PSPEncoder
-    from ..modeling import PSPModel
+    from ...encoder import PSPEncoder
+    from ...modeling import PSPModel
 
     model = PSPModel(encoder.model.config)
     model.load_state_dict(load_file(weights))
@@ -54,7 +54,7 @@ def write_model_folder(
     """
     from transformers.utils import logging as hf_logging
 
-    from ..hub.card import write_model_card
+    from ...hub.card import write_model_card
 
     staging = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX, dir=output_dir))
     bar_was_enabled = hf_logging.is_progress_bar_enabled()
@@ -82,7 +82,7 @@ def write_model_folder(
 
 def push_to_hub(folder: Path, repo_id: str, private: bool = False) -> int:
     """Upload the model folder (not its training/ state); on failure keep it and print how to retry."""
-    from ..hub.push import PSPPushError, push_folder, retry_command
+    from ...hub.push import PSPPushError, push_folder, retry_command
 
     try:
         url = push_folder(folder, repo_id, private=private)
@@ -187,6 +187,6 @@ def _training_info(trainer, kept: str) -> dict[str, Any]:
                 info.pop(name, None)
         if not trainer.distilling:
             info["distill_weight"] = 0.0
-    from .multilingual import card_settings
+    from ..data.multilingual import card_settings
 
     return card_settings(info)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import torch
 
-from ..errors import PSPInputError
-from .argument_checks import with_current_names
+from ...errors import PSPInputError
+from ..arguments.checks import with_current_names
 
 # RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
-from .arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
+from ..arguments.training_arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
+from ..reporting.metrics_log import MetricsLog
 from .checkpoint import CheckpointStore, TrainState
-from .metrics_log import MetricsLog
 from .miner import make_miner
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class RunSetup:
     def __init__(self, args: TrainingArguments, data=None):
         self.data_object = None
         if data is not None:
-            from .data_objects import describe_data_object
+            from ..data.objects import describe_data_object
 
             if args.data:
                 raise PSPInputError("training data given twice: as data= and as TrainingArguments.data; give one")
@@ -70,7 +70,7 @@ class RunSetup:
             torch.set_num_threads(args.threads)
         # Accelerate only sets up several CPU processes (gloo) when told it runs on CPU; without a GPU it does,
         # whatever --cpu says, so `torchrun --nproc_per_node 2 train.py` works as written.
-        from .trackers import check_installed, parse_report_to
+        from ..reporting.trackers import check_installed, parse_report_to
 
         trackers = parse_report_to(args.report_to)
         check_installed(trackers)
@@ -92,7 +92,7 @@ class RunSetup:
         self.metrics = MetricsLog(self.training_dir / "metrics.jsonl", enabled=self.is_main)
         resuming = self._check_folder()
 
-        from .data import PairSource, PairStream
+        from ..data.pairs import PairSource, PairStream
 
         self.kind = args.resolved_kind()
         self.distill_only = args.distill_only()
@@ -110,7 +110,7 @@ class RunSetup:
                 skip_bad_lines=args.skip_bad_lines,
             )
             if not self.distill_only and not resuming:
-                from .language_check import check_declared_language
+                from ..data.language_check import check_declared_language
 
                 check_declared_language(self.source, args.lang, self.kind)
             held_back = self._scan_bitext() if args.resolved_dev() == "bitext" or args.pair_distill() else None
@@ -125,7 +125,7 @@ class RunSetup:
             )
         self.corpus = None
         if self.mono_sentences:  # multilingual distillation's monolingual text: the corpus stream's place
-            from .multilingual import MonoCorpus
+            from ..data.multilingual import MonoCorpus
 
             self.corpus = MonoCorpus(
                 args.mono_data,
@@ -137,7 +137,7 @@ class RunSetup:
                 world_size=self.world_size,
             )
         elif args.teacher_cache and not args.pair_distill():
-            from .distill import TeacherCorpus, parse_corpus_weights
+            from ..data.teacher_corpus import TeacherCorpus, parse_corpus_weights
 
             self.corpus = TeacherCorpus(
                 args.teacher_cache,
@@ -165,20 +165,20 @@ class RunSetup:
         else:
             self.metrics.start_fresh()
         if trackers:
-            from .trackers import TrackerSink
+            from ..reporting.trackers import TrackerSink
 
             self.metrics.sink = TrackerSink(accelerator, args.to_dict())
         self.dev_split = DEV_SPLITS.get(args.resolved_dev()) if self.is_main else None
         self.dev_metric = "dev_bitext_accuracy" if self.bitext_dev else f"dev_{args.resolved_dev()}_pearson"
         if self.dev_split is not None:
-            from ..evaluation import sts_dev_score
+            from ...evaluation import sts_dev_score
 
             sts_dev_score(self.cpu_encoder(), split=self.dev_split, data_dir=args.data_dir)  # fail early if absent
 
     def _scan_bitext(self) -> set[int]:
         """One pass over the bitext: the dev pairs to hold back and, for distillation, the English sides' labels."""
-        from .bitext_teacher import BitextTeacher, pair_key, scan_bitext
-        from .multilingual import read_dev_pairs, read_mono_sentences, resolved_targets, run_teacher_name
+        from ..data.bitext_teacher import BitextTeacher, pair_key, scan_bitext
+        from ..data.multilingual import read_dev_pairs, read_mono_sentences, resolved_targets, run_teacher_name
 
         args = self.args
         dev = args.resolved_dev() == "bitext"
@@ -225,10 +225,10 @@ class RunSetup:
         if not self.is_main or (self.bitext_dev is None and self.dev_split is None):
             return None
         if self.bitext_dev is not None:
-            from .bitext_teacher import mining_accuracy
+            from ..data.bitext_teacher import mining_accuracy
 
             return mining_accuracy(self.cpu_encoder(), self.bitext_dev)
-        from ..evaluation import sts_dev_score
+        from ...evaluation import sts_dev_score
 
         return sts_dev_score(self.cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
 
@@ -277,14 +277,14 @@ class RunSetup:
             )
 
     def _texts(self, limit: int):
-        from .model_setup import training_texts
+        from ..model.setup import training_texts
 
         return training_texts(self.source, self.corpus, limit)
 
     def _build_model(self, resuming: bool) -> None:
-        from .encoder_module import TrainingEncoder
-        from .encoder_options import configure_training_encoder, new_encoder
-        from .model_setup import initialise, load_or_train_tokenizer
+        from ..model.architectures import configure_training_encoder, new_encoder
+        from ..model.setup import initialise, load_or_train_tokenizer
+        from ..model.trainable import TrainingEncoder
         from .optimizer import make_optimizers
 
         args = self.args
@@ -324,7 +324,7 @@ class RunSetup:
             # encoder.dim: 2 x --dim for a concatenation
             torch.manual_seed(args.seed + 1)
             self.projection = torch.nn.Linear(encoder.dim, teacher.dim, bias=False)
-        from .losses.matryoshka import parse_nested_dims
+        from ..losses.matryoshka import parse_nested_dims
 
         self.nested = parse_nested_dims(args.matryoshka_dims, args.matryoshka_weights, args.dim)
         self.sparse = self._use_sparse()
@@ -354,8 +354,8 @@ class RunSetup:
         return [table, *others]
 
     def cpu_encoder(self):
-        from ..encoder import PSPEncoder
-        from ..modeling import PSPModel
+        from ...encoder import PSPEncoder
+        from ...modeling import PSPModel
 
         model = self.model
         if next(model.parameters()).device.type != "cpu":

@@ -30,15 +30,15 @@ from pathlib import Path
 
 import torch
 
-from ..errors import PSPInputError
-from ..io import atomic_path
-from .arguments import TrainingArguments
+from ...errors import PSPInputError
+from ...io.files import atomic_path
+from ..arguments.training_arguments import TrainingArguments
+from ..losses.distillation import bitext_distill_loss, distill_loss
+from ..losses.margin import margin_loss
+from ..losses.matryoshka import nested_distill_loss, nested_loss
+from ..reporting.metrics_log import LogWindow, peak_rss_mb
 from .checkpoint import TrainState
 from .finite import check_run_finite
-from .losses.distillation import bitext_distill_loss, distill_loss
-from .losses.margin import margin_loss
-from .losses.matryoshka import nested_distill_loss, nested_loss
-from .metrics_log import LogWindow, peak_rss_mb
 from .miner import NO_NEGATIVE, MegaBatch, tokenize_megabatch
 from .optimizer import clip_grad_norm
 from .run_end import finish_run
@@ -116,7 +116,7 @@ class Trainer(RunSetup):
         self.save_checkpoint()
         finish_run(self)
         if self.is_main:
-            from .run_plot import plot_metrics
+            from ..reporting.plot import plot_metrics
 
             plot_metrics(self.metrics.path, self.training_dir / "metrics.png", self.say)
         return self.output_dir

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PSPInputError
-from .argument_checks import setting
+from ...errors import PSPInputError
+from ..arguments.checks import setting
 
 if TYPE_CHECKING:  # torch is imported where it is used: `psp train --help` and argument parsing stay light
     import torch
@@ -117,8 +117,8 @@ class EncoderArguments:
 # ------------------------------------------------------------------------------------------ tokenizer and model
 def build_run_units(args, folder: Path, texts) -> None:
     """Build the WORD/TRIGRAM tokenizer and unit codes from the training text; save them in `folder`."""
-    from ..tokenizer import wrap_fast_tokenizer
-    from ..units import build_units
+    from ...tokenization.pieces import wrap_fast_tokenizer
+    from ...tokenization.units import build_units
 
     second = (args.second_units or args.units) if args.combination != "none" else None
     vocabulary = build_units(texts, args.units, second, min_count=args.min_count, lowercase=args.lowercase)
@@ -129,7 +129,7 @@ def build_run_units(args, folder: Path, texts) -> None:
 
 def new_encoder(args, tokenizer, folder: Path, **config_kwargs):
     """The run's fresh `PSPEncoder`: P-SP's model, or the encoder `args` asks for over the run's tokenizer."""
-    from ..encoder import PSPEncoder
+    from ...encoder import PSPEncoder
 
     if args.plain_encoder():
         return PSPEncoder.from_tokenizer(tokenizer, **config_kwargs)
@@ -138,7 +138,7 @@ def new_encoder(args, tokenizer, folder: Path, **config_kwargs):
         if combination is not None:
             config_kwargs.update(combination=combination, second_encoder={"encoder_type": args.second_encoder_type})
         return PSPEncoder.from_tokenizer(tokenizer, encoder_type=args.encoder_type, **config_kwargs)
-    from ..units import UnitVocabulary, encoder_for_units
+    from ...tokenization.units import UnitVocabulary, encoder_for_units
 
     saved = json.loads((folder / UNITS_FILE).read_text(encoding="utf-8"))
     vocabulary = UnitVocabulary(tokenizer.backend_tokenizer, saved["config"], saved["codes"])
@@ -190,7 +190,7 @@ def scramble_bags(
     """`ids` with the order inside each bag shuffled, each bag with probability `rate` (bags stay in place)."""
     import torch
 
-    from ..modeling.encoders_psp import bag_positions
+    from ...modeling.encoders_psp import bag_positions
 
     if rate <= 0 or ids.numel() == 0:
         return ids

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import PSPInputError
+from ...errors import PSPInputError
 
 WORD_START = "\u2581"  # sentencepiece's "▁"
 
@@ -162,7 +162,7 @@ def set_table(encoder, table: np.ndarray) -> None:
 def save_untrained_like(like: str | os.PathLike, output: str | os.PathLike, seed: int = 0, std: float = 1.0) -> Path:
     """A random `N(0, std)` table with the tokenizer and dimension of the psp model `like`, saved in `output`: the
     floor that comparison tables put beside trained models."""
-    from .encoder import PSPEncoder
+    from ...encoder import PSPEncoder
 
     model = PSPEncoder.from_pretrained(like)
     untrained = PSPEncoder.from_tokenizer(model.tokenizer, hidden_size=model.dim, seed=seed, initializer_range=std)

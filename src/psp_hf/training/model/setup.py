@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import PSPInputError
-from .arguments import TrainingArguments
+from ...errors import PSPInputError
+from ..arguments.training_arguments import TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 @functools.cache
 def initial_model(id_or_path: str):
     """The model --init-from names (psp, model2vec or sentence-transformers static), loaded once per process."""
-    from ..persistence.static_loading import load_static_model
+    from ...persistence.static_loading import load_static_model
 
     return load_static_model(id_or_path)
 
@@ -57,7 +57,7 @@ def load_or_train_tokenizer(
         elif args.tokenizer:
             _checked_tokenizer(args.tokenizer).save_pretrained(folder)
         elif args.units != "piece":
-            from .encoder_options import build_run_units
+            from .architectures import build_run_units
 
             say(f"building the {args.units} vocabulary (min count {args.min_count}) of the training text")
             build_run_units(args, folder, texts(args.tokenizer_sentences))
@@ -65,7 +65,7 @@ def load_or_train_tokenizer(
             say(f"using the {len(prepared)}-piece tokenizer that psp prepare trained with {args.data[0]}")
             prepared.save_pretrained(folder)
         else:
-            from ..tokenizer import train_tokenizer
+            from ...tokenization.pieces import train_tokenizer
 
             say(
                 f"training a {args.vocab_size}-piece tokenizer on up to {args.tokenizer_sentences} "
@@ -83,7 +83,7 @@ def load_or_train_tokenizer(
                 lowercase=args.lowercase,
                 seed=args.seed,
             )
-            from ..data.checks import vocabulary_warning
+            from ...data.checks import vocabulary_warning
 
             warning = vocabulary_warning(len(trained), args.vocab_size)
             if warning:  # shown even with --quiet: the run goes on with a smaller model than asked
@@ -96,7 +96,7 @@ def _checked_tokenizer(name: str):
     """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..persistence.model_folder import read_tokenizer
+    from ...persistence.model_folder import read_tokenizer
 
     if Path(name).is_dir():
         read_tokenizer(Path(name))  # psp's checked reader: malformed JSON, a tokenizer that panics on text
@@ -111,7 +111,7 @@ def prepared_tokenizer(data: list[str]):
     """The tokenizer `psp prepare` saved with a prepared dataset (`--data FOLDER` or a Hub dataset id), or None."""
     if len(data) != 1:
         return None
-    from ..data.dataset_repo import load_prepared_tokenizer
+    from ...data.dataset_repo import load_prepared_tokenizer
 
     entry = data[0]
     if Path(entry).is_dir():
@@ -134,19 +134,19 @@ def initialise(
     """--init, --init-from, --init-rows-from and --piece-weights on a fresh run (every process computes the same
     values); returns the rows that --init-rows-from copied (None without it)."""
     if args.init_from:
-        from ..initialization import set_table
+        from .initial_tables import set_table
 
         table = initial_model(args.init_from).weights()[0]
         set_table(encoder, table[: encoder.model.config.vocab_size])
     elif args.init == "teacher":
-        from ..initialization import set_table, teacher_table
-        from ..teachers.labels import default_teacher_path, load_teacher
+        from ...teachers.labels import default_teacher_path, load_teacher
+        from .initial_tables import set_table, teacher_table
 
         name = args.teacher_model or cache_teacher
         say(f"initialising the table from teacher {name or default_teacher_path()}")
         set_table(encoder, teacher_table(encoder.tokenizer, load_teacher(name), args.dim, seed=args.seed))
     elif args.init == "word-vectors":
-        from ..initialization import set_table, word_vector_table
+        from .initial_tables import set_table, word_vector_table
 
         found = word_vector_table(encoder.tokenizer, args.init_vectors, args.dim, seed=args.seed)
         say(
@@ -159,7 +159,7 @@ def initialise(
         copied = copy_shared_rows(encoder, initial_model(args.init_rows_from))
         say(f"copied the rows of {len(copied):,} of {len(encoder.tokenizer):,} pieces from {args.init_rows_from}")
     if args.piece_weights == "sif":
-        from ..inference.piece_weights import piece_counts, sif_weights
+        from ...inference.piece_weights import piece_counts, sif_weights
 
         counts = piece_counts(encoder, texts(args.tokenizer_sentences))
         with torch.no_grad():

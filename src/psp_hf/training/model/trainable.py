@@ -6,8 +6,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..modeling import PSPModel, apply_unknown_rule, pool_bags
-from .losses.matryoshka import NestedDims, nested_projections
+from ...modeling import PSPModel, apply_unknown_rule, pool_bags
+from ..losses.matryoshka import NestedDims, nested_projections
 
 
 class TrainingEncoder(nn.Module):
@@ -60,7 +60,7 @@ class TrainingEncoder(nn.Module):
         if not self.training:
             return self.model.embed(flat_ids, offsets)
         if not config.light_path or self.scramble_rate > 0 or self.init_l2 > 0:
-            from .encoder_options import train_embed
+            from .architectures import train_embed
 
             return train_embed(self, flat_ids, offsets)
         if config.drop_unknown:

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ..errors import PSPInputError
-from ..io import atomic_path
+from ...errors import PSPInputError
+from ...io.files import atomic_path
 
 
 def peak_rss_mb() -> float:

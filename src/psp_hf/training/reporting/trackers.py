@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import PSPInputError
+from ...errors import PSPInputError
 
 PROJECT_NAME = "runs"  # TensorBoard: event files under training/runs/
 # The pip package each tracker needs, for the error message when it is missing.
