@@ -14,8 +14,6 @@ __version__ = "0.1.0"
 _LAZY = {
     "PSPEncoder": "psp_hf.encoder",
     "load": "psp_hf.encoder",
-    "from_model2vec": "psp_hf.persistence.static_loading",
-    "load_static_model": "psp_hf.persistence.static_loading",
     "PSPConfig": "psp_hf.modeling",
     "PSPModel": "psp_hf.modeling",
 }
@@ -23,7 +21,6 @@ _LAZY = {
 if TYPE_CHECKING:
     from .encoder import PSPEncoder, load
     from .modeling import PSPConfig, PSPModel
-    from .persistence.static_loading import from_model2vec, load_static_model
 
 
 def __getattr__(name: str) -> Any:
@@ -40,7 +37,5 @@ __all__ = [
     "PSPInputError",
     "PSPModel",
     "__version__",
-    "from_model2vec",
     "load",
-    "load_static_model",
 ]

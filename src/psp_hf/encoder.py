@@ -18,7 +18,6 @@ from .inference.encode_inputs import (
     FEW_SENTENCES,
     backend_ids,
     checked_output,
-    modeling,
     private_backend,
     sentence_list,
     word_cache_applies,
@@ -34,6 +33,7 @@ from .inference.torch_model import (
     new_model_encoder,
 )
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
+from .persistence.model_folder import modeling
 
 if TYPE_CHECKING:
     import torch

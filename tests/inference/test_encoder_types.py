@@ -11,11 +11,12 @@ import pytest
 import torch
 
 import psp_hf
+from psp_hf.encoder import PSPEncoder
 from psp_hf.errors import PSPInputError
 from psp_hf.modeling import PSPConfig, PSPModel
 from psp_hf.modeling.encoders_psp import SentenceHead, codes_to_rows, unit_codes
 from psp_hf.tokenization.pieces import train_tokenizer
-from psp_hf.tokenization.units import build_units, encoder_for_units
+from psp_hf.tokenization.units import build_units, model_for_units
 
 CORPUS = [
     "a man plays a guitar on the street",
@@ -167,14 +168,12 @@ print(json.dumps(result))
 def _encoder(spec, piece_tokenizer):
     units, second_units, encoder_type, combination, second_type = spec
     if units == "piece":
-        from psp_hf.encoder import PSPEncoder
-
         kwargs = {}
         if combination:
             kwargs = {"combination": combination, "second_encoder": {"encoder_type": second_type}}
         return PSPEncoder.from_tokenizer(piece_tokenizer, hidden_size=6, seed=4, encoder_type=encoder_type, **kwargs)
     vocabulary = build_units(CORPUS, units, second_units)
-    return encoder_for_units(vocabulary, 6, encoder_type, combination, second_type or "mean", seed=4)
+    return PSPEncoder(*model_for_units(vocabulary, 6, encoder_type, combination, second_type or "mean", seed=4))
 
 
 def test_every_encoder_round_trips_through_automodel_in_a_fresh_process(tmp_path):
@@ -210,12 +209,12 @@ def test_every_encoder_round_trips_through_automodel_in_a_fresh_process(tmp_path
 
 def test_recurrent_folders_refuse_smaller_tables(tmp_path):
     vocabulary = build_units(CORPUS, "word")
-    encoder = encoder_for_units(vocabulary, 6, "lstm")
+    encoder = PSPEncoder(*model_for_units(vocabulary, 6, "lstm"))
     with pytest.raises(PSPInputError, match="averaging encoders only"):
         encoder.save_pretrained(tmp_path / "x", quantize_to="int8")
     with pytest.raises(PSPInputError, match="averaging encoders only"):
         encoder.save_pretrained(tmp_path / "x", dimensionality=4)
-    plain = encoder_for_units(vocabulary, 6, "mean")
+    plain = PSPEncoder(*model_for_units(vocabulary, 6, "mean"))
     plain.save_pretrained(tmp_path / "plain")
     # WORD averaging keeps the sentence-transformers layout (stock modules over the WordLevel tokenizer).
     from sentence_transformers import SentenceTransformer

@@ -97,7 +97,7 @@ import sys
 import psp_hf
 for folder in sys.argv[1:3]:
     psp_hf.load(folder).encode(["a man is playing"])
-psp_hf.from_model2vec(sys.argv[3]).encode(["a man is playing"])
+psp_hf.load(sys.argv[3]).encode(["a man is playing"])
 print(",".join(sorted(m for m in ("torch", "transformers", "sentence_transformers", "model2vec") if m in sys.modules)))
 """
 

@@ -66,7 +66,7 @@ def test_model2vec_export_loads_in_a_fresh_process(model, tmp_path):
     # The documented difference: model2vec gives an empty sentence zeros, psp the unknown piece's row.
     assert not theirs[3].any() and ours[3].any()
     # And back: psp reads the model2vec folder as the same model.
-    np.testing.assert_allclose(psp_hf.from_model2vec(out).encode(SENTENCES), ours[:3], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(psp_hf.load(out).encode(SENTENCES), ours[:3], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(psp_hf.load(out).encode(SENTENCES), ours[:3], rtol=1e-6, atol=1e-7)
 
 
@@ -80,7 +80,7 @@ def test_from_model2vec_folds_weights_and_mapping(model, tmp_path):
     StaticModel(
         vectors=table[::-1].copy(), tokenizer=encoder._backend, weights=weights, token_mapping=mapping, max_length=None
     ).save_pretrained(tmp_path / "weighted")
-    loaded = psp_hf.from_model2vec(tmp_path / "weighted")
+    loaded = psp_hf.load(tmp_path / "weighted")
     np.testing.assert_allclose(loaded.weights()[0], table * weights[:, None], rtol=1e-6)
     reference = StaticModel.from_pretrained(tmp_path / "weighted").encode(SENTENCES)
     np.testing.assert_allclose(loaded.encode(SENTENCES), reference, rtol=1e-5, atol=1e-6)
@@ -93,15 +93,15 @@ def test_sentence_transformers_static_embedding_loads(model, tmp_path):
     encoder = psp_hf.load(model)
     static = StaticEmbedding(encoder._backend, embedding_weights=encoder.weights()[0].copy())
     SentenceTransformer(modules=[static], device="cpu").save(str(tmp_path / "st"))
-    loaded = psp_hf.load_static_model(tmp_path / "st")
+    loaded = psp_hf.load(tmp_path / "st")
     reference = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(SENTENCES)
     np.testing.assert_allclose(loaded.encode(SENTENCES), reference, rtol=1e-5, atol=1e-6)
 
 
 def test_unknown_folder_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(psp_hf.PSPInputError, match="not a psp, model2vec or sentence-transformers StaticEmbedding"):
-        psp_hf.load_static_model(tmp_path)
+    with pytest.raises(psp_hf.PSPInputError, match=r"config.json: model_type is 'bert', expected 'psp'"):
+        psp_hf.load(tmp_path)
 
 
 def _pairs(path: Path) -> Path:
@@ -122,7 +122,7 @@ def test_fine_tuning_starts_from_a_saved_model(model, tmp_path, source):
         encoder = psp_hf.load(model)
         start = tmp_path / "m2v-start"
         StaticModel(vectors=encoder.weights()[0] * 2, tokenizer=encoder._backend).save_pretrained(start)
-    initial = psp_hf.load_static_model(start)
+    initial = psp_hf.load(start)
     out = tmp_path / "tuned"
     flags = ["--batch-size", "16", "--max-steps", "3", "--dev", "none", "--threads", "1", "--quiet"]
     assert (

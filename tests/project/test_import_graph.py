@@ -1,98 +1,29 @@
-"""The package's import graph: no module imports another that imports it back, lazily inside functions included,
-and no path is computed from where the package's files sit (installed as a wheel, that is site-packages)."""
+"""The package's layers and import graph: no import climbs the layer table of docs/layout.md (one named exception),
+no module imports another that imports it back (lazily inside functions, through a package's lazy names or an
+`importlib` string included), no package imports another that imports it back, and no path is computed from where
+the package's files sit (installed as a wheel, that is site-packages)."""
 
 from __future__ import annotations
 
-import ast
+import re
+import shutil
 from pathlib import Path
+
+import import_graph
+from import_graph import LAYERS, cycles, layer_of, package_graph, upward_edges
 
 import psp_hf
 
 PACKAGE = Path(psp_hf.__file__).resolve().parent
+LAYOUT = PACKAGE.parents[1] / "docs" / "layout.md"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    """Nodes under `if TYPE_CHECKING:`, which never run."""
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    return skipped
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Each psp_hf module -> the psp_hf modules it imports (at the top or inside functions)."""
-    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
-    graph = {}
-    for name, path in paths.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        skipped = _type_checking_nodes(tree)
-        found = set()
-        for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parent = package[: len(package) - node.level + 1]
-                    base = ".".join([*parent, base] if base else parent)
-                submodules = [f"{base}.{alias.name}" for alias in node.names]
-                found.update(module for module in submodules if module in paths)
-                # `from package import function` imports the package itself.
-                if any(module not in paths for module in submodules):
-                    found.add(base)
-        graph[name] = {module for module in found if module in paths and module != name}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "psp_hf" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "psp_hf"
 
 
 def test_the_cycle_finder_finds_a_lazy_cycle_and_ignores_a_one_way_chain():
@@ -100,12 +31,68 @@ def test_the_cycle_finder_finds_a_lazy_cycle_and_ignores_a_one_way_chain():
     assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
 
 
-def test_the_package_has_no_import_cycle():
-    graph = import_graph()
+def test_the_graph_follows_lazy_names_importlib_strings_and_package_inits(tmp_path):
+    package = _write(
+        tmp_path,
+        {
+            "__init__.py": '_LAZY = {"load": "psp_hf.encoder"}\ndef __getattr__(name):\n    import importlib\n',
+            "encoder.py": "",
+            "errors.py": "",
+            "evaluation/__init__.py": "from .tasks import run\n",
+            "evaluation/tasks.py": "def run():\n    from .. import load\n",
+            "evaluation/task_names.py": "",
+            "hub/__init__.py": "",
+            "hub/card.py": "from ..evaluation.task_names import NAMES\n",
+            "cli/__init__.py": 'import importlib\nCOMMANDS = {"eval": ("evaluate", "help")}\n'
+            "def module(name):\n    return importlib.import_module(f'{__name__}.{COMMANDS[name][0]}')\n",
+            "cli/evaluate.py": "",
+        },
+    )
+    graph = import_graph.import_graph(package)
+    assert graph["psp_hf.evaluation.tasks"] == {"psp_hf.encoder"}  # `from .. import load`: the lazy name's module
+    assert graph["psp_hf"] == set()  # the lazy table is the asker's import, not the package's
+    assert graph["psp_hf.cli"] == {"psp_hf.cli.evaluate"}  # the command table's string
+    # Importing a module of evaluation runs evaluation/__init__.py, which imports tasks.
+    assert graph["psp_hf.hub.card"] == {"psp_hf.evaluation", "psp_hf.evaluation.task_names"}
+    assert graph["psp_hf.evaluation"] == {"psp_hf.evaluation.tasks"}
+
+
+def test_a_planted_upward_import_is_found(tmp_path):
+    """The layer check fails on an import that climbs: a base module importing the encoder inside a function."""
+    copy = tmp_path / "psp_hf"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    assert upward_edges(import_graph.import_graph(copy)) == []
+    files = copy / "io" / "files.py"
+    files.write_text(files.read_text(encoding="utf-8") + "\n\ndef planted():\n    from .. import load\n")
+    assert upward_edges(import_graph.import_graph(copy)) == [
+        "psp_hf.io.files -> psp_hf.encoder (base -> face)",
+    ]
+
+
+def test_no_import_climbs_the_layer_table():
+    graph = import_graph.import_graph(PACKAGE)
     # The graph is real: the encoder's own imports are seen, the lazy ones inside functions too.
     assert {"psp_hf.inference.pooling", "psp_hf.persistence"} <= graph["psp_hf.encoder"]
     assert "psp_hf.inference.similarity" in graph["psp_hf.encoder"]  # imported inside `similarity()` only
+    assert "psp_hf.cli.embed" in graph["psp_hf.cli"]  # through the command table's importlib string
+    assert all(layer_of(module) is not None for module in graph)  # every module has a place in the table
+    assert upward_edges(graph) == []
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph.import_graph(PACKAGE)
     assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == []
+
+
+def test_the_layer_table_of_the_layout_page_is_the_one_tested():
+    """docs/layout.md's layer table names the packages of each layer as `LAYERS` does, in the same order."""
+    text = LAYOUT.read_text(encoding="utf-8")
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d) `(\w+)` \| (.+?) \|", section, flags=re.M)
+    documented = [(name, tuple(sorted(re.findall(r"`([\w_]+)/?(?:\.py)?`", members)))) for _, name, members in rows]
+    tested = [(name, tuple(sorted(member or "__init__" for member in members))) for name, members in LAYERS]
+    assert documented == tested
 
 
 def test_no_path_is_computed_from_the_package_files_location():

@@ -157,7 +157,7 @@ def paraphrase_scores(
     references: Sequence[str], translations: Sequence[str], model: str, batch_size: int = 256
 ) -> np.ndarray:
     """Cosine of the psp model's embeddings of each pair (the paraphrase score of `psp prepare`)."""
-    from .. import load
+    from ..encoder import load
     from ..inference.similarity import cosine_pairs
 
     encoder = load(model)

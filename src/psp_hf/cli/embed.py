@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     """Embed args.input into args.output, batch by batch; a skipped line is a row of NaN."""
     import numpy as np
 
-    from .. import load
+    from ..encoder import load
     from ..inference.pooling import prepare_bulk
     from ..io.files import NpyRowWriter, atomic_path, check_input, check_output
 

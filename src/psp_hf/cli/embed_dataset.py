@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 0
-    from .. import load
     from ..corpus.embed_dataset import embed_dataset, process_rank
+    from ..encoder import load
     from ..inference.pooling import prepare_bulk
 
     rank, world = process_rank()

@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
+    from ..encoder import load
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
-    from ..persistence.static_loading import load_static_model
     from ..persistence.static_models import save_model2vec
 
     output = Path(args.output)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--output {output}: is a file; psp export writes a model folder, give a folder name")
     if output.exists() and any(output.iterdir()):
         raise PSPInputError(f"--output {output}: exists and is not an empty folder; choose a new one")
-    encoder = load_static_model(args.model)
+    encoder = load(args.model)
     try:
         check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
     except ValueError as error:

@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the model's settings and size."""
     import json
 
-    from .. import load
+    from ..encoder import load
 
     model = load(args.model)
     settings = model.settings

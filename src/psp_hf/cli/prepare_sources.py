@@ -114,8 +114,8 @@ def _run_distill_corpus(args: argparse.Namespace) -> int:
 
 def _run_label(args: argparse.Namespace) -> int:
     from ..data.checks import check_output_folder
+    from ..data.distill_corpus import label_corpus
     from ..devices import check_device
-    from ..teachers.labels import label_corpus
 
     check_device(args.device)
     corpus = Path(args.corpus)

@@ -45,7 +45,7 @@ def _pair_parser(path: str, columns: list[int] | None):
 
 def run(args: argparse.Namespace) -> int:
     """Score the pairs of args.input into args.output (or stdout)."""
-    from .. import load
+    from ..encoder import load
     from ..inference.similarity import cosine_pairs
     from ..io.files import atomic_path, check_input, check_output, iter_raw_lines
 

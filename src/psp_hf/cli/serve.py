@@ -77,7 +77,7 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
 
 
 def _load_models(specs: list[str]) -> dict:
-    from .. import load
+    from ..encoder import load
 
     models = {}
     for spec in specs:

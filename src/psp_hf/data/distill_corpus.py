@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import re
+import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -333,3 +335,48 @@ def evaluation_matches(entry: dict) -> int:
     """How many corpus sentences matched one evaluation set, from an entry of `report.json`'s "evaluation_sets"
     (`pool_sentences_matched` in reports written before the distillation corpus was renamed)."""
     return int(entry.get("corpus_sentences_matched", entry.get("pool_sentences_matched", 0)))
+
+
+def label_corpus(
+    corpus: str | os.PathLike,
+    cache: str | os.PathLike,
+    teacher: str | os.PathLike | None = None,
+    threads: int = 1,
+    chunk_size: int = 8192,
+    batch_size: int | None = None,
+    device: str = "cpu",
+    progress: bool | None = None,
+    backend: str = "onnx-int8",
+    max_sentences: int | None = None,
+) -> tuple[int, int, float]:
+    """Label a distillation corpus (`distill_corpus.build_distill_corpus`) into a cache folder, resuming it.
+
+    Returns (sentences labelled now, sentences in the corpus, seconds). `teacher`: a sentence-transformers
+    folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
+    `labelling_teacher`; `max_sentences`: label only the corpus's first N sentences (the corpus is shuffled, so a
+    prefix is a sample of every source, and a larger N later labels only what is new).
+    """
+    from ..teachers.labels import TeacherCache, labelling_teacher, record_provenance, teacher_name
+
+    sentences = read_corpus(corpus)
+    if max_sentences is not None:
+        sentences = sentences[:max_sentences]
+    labels = TeacherCache(cache)
+    if labels.meta() is not None:
+        labels.check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
+        if set(sentences) <= labels.labelled_sentences():
+            return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
+    model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
+    started = time.perf_counter()
+    count = labels.label(
+        sentences,
+        model,
+        name=teacher_name(teacher),
+        chunk_size=chunk_size,
+        batch_size=batch_size,
+        show_progress_bar=progress,
+        backend=backend,
+    )
+    seconds = time.perf_counter() - started
+    record_provenance(cache, corpus, seconds)
+    return count, len(sentences), seconds

@@ -48,7 +48,7 @@ class ModelScorer:
     """Paraphrase score of a pair = cosine of a psp model's embeddings of its two sides."""
 
     def __init__(self, model: str | os.PathLike, batch_size: int = 1024):
-        from .. import load
+        from ..encoder import load
 
         self.model_name = str(model)
         self.model = load(model)

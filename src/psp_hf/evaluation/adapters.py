@@ -206,7 +206,7 @@ def load_encoder(id_or_path: str | os.PathLike, kind: str = "auto", device: str 
 
 def _load(model_id: str, source: str, name: str, kind: str, device: str) -> EncoderAdapter:
     if kind == "psp":
-        from .. import load
+        from ..encoder import load
 
         return EncoderAdapter(load(source), name=name, model_id=model_id, kind=kind, library="psp-hf")
     if kind == "sentence-transformers":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .data import tatoeba_code
-from .tasks import SENTEVAL_TASKS, STS_YEAR_TASKS
+from .task_names import SENTEVAL_TASKS, STS_YEAR_TASKS
 
 METRIC_NAMES = {
     "pearson": "Pearson (cosine)",

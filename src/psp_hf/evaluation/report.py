@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import PSPInputError
 from . import data as data_module
 from .model_index import card_results, model_index, model_index_yaml
-from .tasks import SENTEVAL_TASKS, STS_YEAR_TASKS
+from .task_names import SENTEVAL_TASKS, STS_YEAR_TASKS
 
 REPORT_FORMAT = "psp-eval/1"
 

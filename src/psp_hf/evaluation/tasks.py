@@ -23,55 +23,17 @@ from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter
 from .sts import DEV_SPLITS, correlation, embed_sentences, load_metric, pair_cosines, sts_dev_score
+from .task_names import (
+    ALL_TASKS,
+    DEFAULT_TASKS,
+    FAST_TASKS,
+    SENTEVAL_TASKS,
+    STS_TASKS,
+    STS_YEAR_TASKS,
+    TASK_GROUPS,
+    resolve_tasks,
+)
 from .wrapping import wrap_encoder
-
-STS_YEAR_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16")
-STS_TASKS: tuple[str, ...] = (*STS_YEAR_TASKS, "stsb", "sickr")
-MULTILINGUAL_TASKS: tuple[str, ...] = ("sts17", "tatoeba")
-SENTEVAL_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "trec", "sst2", "sst5", "mrpc", "sicke")
-ALL_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS + SENTEVAL_TASKS
-# What `psp eval` runs without --tasks: everything (SentEval takes minutes; `--tasks fast` skips it).
-DEFAULT_TASKS: tuple[str, ...] = ALL_TASKS
-FAST_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS
-TASK_GROUPS: dict[str, tuple[str, ...]] = {
-    "all": ALL_TASKS,
-    "fast": FAST_TASKS,
-    "sts": STS_TASKS,
-    "sts12-16": STS_YEAR_TASKS,
-    "multilingual": MULTILINGUAL_TASKS,
-    "senteval": SENTEVAL_TASKS,
-}
-# Spellings from the papers and SentEval that name the same task.
-TASK_ALIASES: dict[str, str] = {
-    "sts-b": "stsb", "stsbenchmark": "stsb", "sick-r": "sickr", "sickrelatedness": "sickr",
-    "sick-e": "sicke", "sickentailment": "sicke", "sst-2": "sst2", "sst-5": "sst5", "sts2017": "sts17",
-    "sts12-train": "sts12",
-}  # fmt: skip
-
-
-def resolve_tasks(names: Iterable[str] | None) -> list[str]:
-    """Task names (groups expanded, aliases resolved) in canonical order; unknown names list the valid ones."""
-    if names is None:
-        return list(DEFAULT_TASKS)
-    wanted: set[str] = set()
-    for raw in names:
-        for name in str(raw).split(","):
-            key = name.strip().lower()
-            if not key:
-                continue
-            key = TASK_ALIASES.get(key, key)
-            if key in TASK_GROUPS:
-                wanted.update(TASK_GROUPS[key])
-            elif key in ALL_TASKS:
-                wanted.add(key)
-            else:
-                raise PSPInputError(
-                    f"unknown task {name.strip()!r}; valid tasks: {', '.join(ALL_TASKS)}; "
-                    f"groups: {', '.join(TASK_GROUPS)}"
-                )
-    if not wanted:
-        raise PSPInputError(f"no task given; valid tasks: {', '.join(ALL_TASKS)}; groups: {', '.join(TASK_GROUPS)}")
-    return [task for task in ALL_TASKS if task in wanted]
 
 
 @dataclass

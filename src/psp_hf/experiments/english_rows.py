@@ -82,7 +82,7 @@ def _corpus(folder: Path, settings: Settings, sentences: int) -> dict:
 
 
 def _label(folder: Path, settings: Settings, sentences: int) -> dict:
-    from ..teachers.labels import label_corpus
+    from ..data.distill_corpus import label_corpus
 
     labelled, total, seconds = label_corpus(
         folder / "corpus",

@@ -279,7 +279,7 @@ def evaluate_folder(
     folder: Path, settings: Settings, tatoeba_languages: list[str], sts17_pairs: list[str] | None
 ) -> dict:
     """`psp eval` of `folder`/model on the run's tasks into `folder`/eval.json (STS17 only with `sts17_pairs`)."""
-    from .. import load
+    from ..encoder import load
     from ..evaluation import evaluate_model
     from ..evaluation.model_index import card_results
 
@@ -330,7 +330,7 @@ def _card(code: str, folder: Path, settings: Settings) -> dict:
 def write_card(template: str, folder: Path, settings: Settings, describe: Callable[[dict], tuple[str, bool]]) -> dict:
     """Render `folder`/model's card from hub_cards/`template`.md and the run's numbers; `describe(run settings)`
     gives the training text and whether a source of it is non-commercial."""
-    from .. import load
+    from ..encoder import load
     from ..hub.card import write_model_card
     from .english_rows import rows_description
     from .languages_data import NON_COMMERCIAL_LICENSE

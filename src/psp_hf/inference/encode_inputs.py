@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import native_panics
 from . import batch_words
-
-
-def portable_tokenizer_class(directory: Path) -> None:
-    # transformers 5 writes "TokenizersBackend", which 4.x cannot load; the fast class loads in both.
-    path = directory / "tokenizer_config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if config.get("tokenizer_class") == "TokenizersBackend":
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def word_cache_applies(config: dict) -> bool:
@@ -39,17 +28,6 @@ def word_cache_applies(config: dict) -> bool:
 
 # Up to this many sentences, the tokenizer itself is quicker than the word cache's bookkeeping.
 FEW_SENTENCES = 4
-
-
-def modeling():
-    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
-    try:
-        from .. import modeling
-    except ImportError as error:
-        raise ImportError(
-            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
-        ) from error
-    return modeling
 
 
 def private_backend(backend):

@@ -55,7 +55,6 @@ def with_piece_weights(encoder, weights: np.ndarray | torch.Tensor):
     The model is rebuilt when it had no weights (the table's pooling switches to a weighted sum); the
     embedding table is shared, not copied.
     """
-    from ..encoder import PSPEncoder
     from ..modeling import PSPConfig, PSPModel
 
     model = encoder.model
@@ -70,4 +69,4 @@ def with_piece_weights(encoder, weights: np.ndarray | torch.Tensor):
         model = rebuilt
     with torch.no_grad():
         model.piece_weights.copy_(weights)
-    return PSPEncoder(model, encoder.tokenizer)
+    return type(encoder)(model, encoder.tokenizer)  # the encoder's own class: inference sits below psp_hf.encoder

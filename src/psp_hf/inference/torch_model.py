@@ -27,8 +27,7 @@ def load_model_encoder(cls, folder: Path):
     """A `PSPEncoder` over `PSPModel.from_pretrained(folder)` (safetensors only) and the folder's tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..persistence.model_folder import read_tokenizer
-    from .encode_inputs import modeling
+    from ..persistence.model_folder import modeling, read_tokenizer
 
     read_tokenizer(folder)  # one clear error for a missing or corrupt tokenizer.json
     if not (folder / "model.safetensors").is_file():
@@ -75,8 +74,8 @@ def new_model_encoder(cls, tokenizer, hidden_size: int, seed: int, **config_kwar
     """`PSPEncoder.from_tokenizer`: a new transformers `PSPModel` with a random table sized for `tokenizer`."""
     import json
 
-    from ..persistence.model_folder import word_boundary_id
-    from .encode_inputs import modeling, private_backend
+    from ..persistence.model_folder import modeling, word_boundary_id
+    from .encode_inputs import private_backend
 
     PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
     import torch

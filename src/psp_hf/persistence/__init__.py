@@ -3,8 +3,8 @@
 - model_folder.py: reading a psp folder (config, safetensors weights, tokenizer) with numpy only, every file checked;
 - folder_writer.py: writing one (`PSPEncoder.save_pretrained`), with smaller_tables.py (PCA, float16/int8 tables)
   and sentence_transformers_layout.py (the files that let `SentenceTransformer(folder)` load it);
-- static_models.py: model2vec and sentence-transformers `StaticEmbedding` folders in and out, and
-  static_loading.py: their public face (`psp_hf.load_static_model`, `psp_hf.from_model2vec`).
+- static_models.py: model2vec and sentence-transformers `StaticEmbedding` folders in and out (`psp_hf.load` reads
+  them too).
 """
 
 # What `PSPEncoder` reads a folder with; light (numpy, safetensors, tokenizers), so importing the package stays cheap.

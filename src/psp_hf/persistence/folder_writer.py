@@ -3,10 +3,20 @@ the Hub remote code and, for full-precision averaging models, the sentence-trans
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from ..inference.encode_inputs import modeling, portable_tokenizer_class
 from ..io.files import follow_umask
+from .model_folder import modeling
+
+
+def portable_tokenizer_class(directory: Path) -> None:
+    # transformers 5 writes "TokenizersBackend", which 4.x cannot load; the fast class loads in both.
+    path = directory / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def write_model_folder(encoder, directory: Path, quantize_to: str | None = None) -> Path:

@@ -323,3 +323,14 @@ def word_boundary_id(config: dict, backend) -> int | None:
         if (step or {}).get("type") == "Metaspace":
             return backend.token_to_id(step.get("replacement", "▁"))
     return None
+
+
+def modeling():
+    """The transformers side (`psp_hf.modeling`), with an install hint when torch or transformers is missing."""
+    try:
+        from .. import modeling
+    except ImportError as error:
+        raise ImportError(
+            f"this needs torch and transformers ({error}); install them with: pip install 'psp-hf[torch]'"
+        ) from error
+    return modeling

@@ -2,9 +2,8 @@
 
 In: `read_other_format(folder)` reads a model2vec folder (`config.json` + `model.safetensors` with an `embeddings`
 tensor, optional `weights`/`mapping`) or a sentence-transformers model whose first module is `StaticEmbedding` into
-a `StaticTable` (table, tokenizer, settings); `PSPEncoder.from_pretrained` builds an encoder from it, and
-`psp_hf.persistence.static_loading` holds the public `load_static_model` / `from_model2vec`. Nothing here imports the
-encoder. model2vec's per-piece weights and vocabulary mapping are folded into the table
+a `StaticTable` (table, tokenizer, settings); `PSPEncoder.from_pretrained` (so `psp_hf.load`) builds an encoder from
+it. Nothing here imports the encoder. model2vec's per-piece weights and vocabulary mapping are folded into the table
 (row i = embeddings[mapping[i]] x weights[i]), which is what model2vec averages.
 
 Out: `save_model2vec(encoder, directory)` writes a folder that `model2vec.StaticModel.from_pretrained` and

@@ -10,7 +10,7 @@ processes labelling into one cache never overwrite each other's chunks (they may
 later row wins on lookup). The folder loads as a Hugging Face dataset:
 ``datasets.load_dataset("parquet", data_files=str(cache / "chunk-*.parquet"))``.
 
-Run: ``psp prepare label --corpus CORPUS -o CACHE`` (`label_corpus`).
+Run: ``psp prepare label --corpus CORPUS -o CACHE`` (`psp_hf.data.distill_corpus.label_corpus`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -315,51 +314,6 @@ class TeacherCache:
             bar.update(len(chunk))
         bar.close()
         return len(todo)
-
-
-def label_corpus(
-    corpus: str | os.PathLike,
-    cache: str | os.PathLike,
-    teacher: str | os.PathLike | None = None,
-    threads: int = 1,
-    chunk_size: int = 8192,
-    batch_size: int | None = None,
-    device: str = "cpu",
-    progress: bool | None = None,
-    backend: str = "onnx-int8",
-    max_sentences: int | None = None,
-) -> tuple[int, int, float]:
-    """Label a distillation corpus (`distill_corpus.build_distill_corpus`) into a cache folder, resuming it.
-
-    Returns (sentences labelled now, sentences in the corpus, seconds). `teacher`: a sentence-transformers
-    folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
-    `labelling_teacher`; `max_sentences`: label only the corpus's first N sentences (the corpus is shuffled, so a
-    prefix is a sample of every source, and a larger N later labels only what is new).
-    """
-    from ..data.distill_corpus import read_corpus
-
-    sentences = read_corpus(corpus)
-    if max_sentences is not None:
-        sentences = sentences[:max_sentences]
-    labels = TeacherCache(cache)
-    if labels.meta() is not None:
-        labels.check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
-        if set(sentences) <= labels.labelled_sentences():
-            return 0, len(sentences), 0.0  # all done: no need to load (or export) the teacher
-    model = labelling_teacher(teacher, backend, threads, Path(cache) / "onnx", device=device)
-    started = time.perf_counter()
-    count = labels.label(
-        sentences,
-        model,
-        name=teacher_name(teacher),
-        chunk_size=chunk_size,
-        batch_size=batch_size,
-        show_progress_bar=progress,
-        backend=backend,
-    )
-    seconds = time.perf_counter() - started
-    record_provenance(cache, corpus, seconds)
-    return count, len(sentences), seconds
 
 
 def record_provenance(cache_dir: str | os.PathLike, corpus: str | os.PathLike, seconds: float) -> None:

@@ -153,13 +153,13 @@ __all__ = [
     "UnitVocabulary",
     "build_units",
     "char_tokenizer",
-    "encoder_for_units",
     "load_unit_codes",
+    "model_for_units",
     "word_tokenizer",
 ]
 
 
-def encoder_for_units(
+def model_for_units(
     vocabulary: UnitVocabulary,
     hidden_size: int,
     encoder_type: str = "mean",
@@ -168,10 +168,10 @@ def encoder_for_units(
     seed: int = 0,
     **config_kwargs,
 ):
-    """A new `PSPEncoder` over `build_units`' tokenizer with its unit codes loaded (random table(s))."""
+    """A new `PSPModel` (random table(s), the unit codes loaded) and `build_units`' tokenizer for it: the two
+    halves of a `PSPEncoder(model, tokenizer)`."""
     import torch
 
-    from ..encoder import PSPEncoder
     from ..modeling import PSPConfig, PSPModel
     from .pieces import wrap_fast_tokenizer
 
@@ -197,4 +197,4 @@ def encoder_for_units(
     model = PSPModel(config)
     if vocabulary.codes:
         load_unit_codes(model, vocabulary.codes)
-    return PSPEncoder(model, tokenizer)
+    return model, tokenizer

@@ -138,14 +138,15 @@ def new_encoder(args, tokenizer, folder: Path, **config_kwargs):
         if combination is not None:
             config_kwargs.update(combination=combination, second_encoder={"encoder_type": args.second_encoder_type})
         return PSPEncoder.from_tokenizer(tokenizer, encoder_type=args.encoder_type, **config_kwargs)
-    from ...tokenization.units import UnitVocabulary, encoder_for_units
+    from ...tokenization.units import UnitVocabulary, model_for_units
 
     saved = json.loads((folder / UNITS_FILE).read_text(encoding="utf-8"))
     vocabulary = UnitVocabulary(tokenizer.backend_tokenizer, saved["config"], saved["codes"])
     hidden_size, seed = config_kwargs.pop("hidden_size"), config_kwargs.pop("seed")
-    return encoder_for_units(
+    model, unit_tokenizer = model_for_units(
         vocabulary, hidden_size, args.encoder_type, combination, args.second_encoder_type, seed=seed, **config_kwargs
     )
+    return PSPEncoder(model, unit_tokenizer)
 
 
 def model_tables(model) -> list[torch.nn.Parameter]:

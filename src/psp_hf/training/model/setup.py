@@ -20,9 +20,9 @@ logger = logging.getLogger(__name__)
 @functools.cache
 def initial_model(id_or_path: str):
     """The model --init-from names (psp, model2vec or sentence-transformers static), loaded once per process."""
-    from ...persistence.static_loading import load_static_model
+    from ...encoder import load
 
-    return load_static_model(id_or_path)
+    return load(id_or_path)
 
 
 def training_texts(source, corpus, limit: int) -> Iterator[str]:
