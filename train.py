@@ -1,4 +1,4 @@
-"""Train a P-SP model: `python train.py --data PAIRS --output-dir DIR [flags]` (same as `psp train`).
+"""Train a P-SP model: `python train.py --data PAIRS -o DIR [flags]` (same as `psp train`).
 
 Several processes: `torchrun --nproc_per_node 2 train.py ...` (CPU) or `accelerate launch --multi_gpu ...`.
 """

@@ -200,7 +200,7 @@ class Context:
         pairs = english_pairs(self.root / "pairs.tsv", 40)
         self.run_args = small_run(pairs, self.tokenizer)
         self.run = self.root / "run"
-        code, _, err = run_cli("train", *self.run_args, "--output-dir", str(self.run), "--max-steps", "2")
+        code, _, err = run_cli("train", *self.run_args, "-o", str(self.run), "--max-steps", "2")
         assert code == 0, err
 
 
@@ -226,7 +226,7 @@ def read_pairs_for_training(context: Context, work: Path, value) -> tuple[str, s
     suffix, data = value
     path = work / f"pairs{suffix}"
     path.write_bytes(data)
-    code, _, err = run_cli("train", *small_run(path, context.tokenizer), "--output-dir", str(work / "run"),
+    code, _, err = run_cli("train", *small_run(path, context.tokenizer), "-o", str(work / "run"),
                            "--max-steps", "2")  # fmt: skip
     result = classify(code, err)
     if result[0] == "ok" and not (work / "run" / "model.safetensors").is_file():
@@ -272,7 +272,7 @@ def read_checkpoint(context: Context, work: Path, value: tuple[str, bytes]) -> t
     training = run / "training"
     target = training / "checkpoint.json" if name == "checkpoint.json" else CheckpointStore(training).folder() / name
     target.write_bytes(data)
-    code, _, err = run_cli("train", *context.run_args, "--output-dir", str(run), "--resume", "--max-steps", "3")
+    code, _, err = run_cli("train", *context.run_args, "-o", str(run), "--resume", "--max-steps", "3")
     return classify(code, err)
 
 

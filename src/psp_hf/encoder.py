@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,13 +118,32 @@ class PSPEncoder:
 
     @classmethod
     def from_pretrained(
-        cls, id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None
+        cls,
+        id_or_path: str | os.PathLike,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        quantize_to: str | None = None,
+        truncate_dim: int | None = None,
     ) -> PSPEncoder:
         """Load from a local folder or a Hub repo id (safetensors weights only; never a pickle).
 
         model2vec and sentence-transformers `StaticEmbedding` folders load too (see `psp_hf.persistence.static_models`).
+        As in model2vec and sentence-transformers: `quantize_to` ("float16", "int8") gives the embeddings of the table
+        stored that way (what `save_pretrained(..., quantize_to=...)` and `psp export` write; the table in memory
+        stays float32), and `truncate_dim` sets `encode`'s default width to the first dimensions.
         """
-        path = resolve_model_path(id_or_path, revision=revision, token=token)
+        encoder = cls._from_folder(resolve_model_path(id_or_path, revision=revision, token=token))
+        if quantize_to is not None:
+            encoder = encoder._with_quantized_table(quantize_to)
+        if truncate_dim is not None:
+            from .inference.quantization import check_truncate_dim
+
+            check_truncate_dim(truncate_dim, encoder.dim)
+            encoder.truncate_dim = truncate_dim
+        return encoder
+
+    @classmethod
+    def _from_folder(cls, path: Path) -> PSPEncoder:
         try:
             settings = read_settings(path)
         except (PSPInputError, FileNotFoundError):
@@ -191,6 +211,16 @@ class PSPEncoder:
         from .persistence.folder_writer import write_model_folder
 
         return write_model_folder(self, Path(directory), quantize_to)
+
+    def _with_quantized_table(self, quantize_to: str) -> PSPEncoder:
+        """This encoder with its table as stored in `quantize_to` and read back (float32 in memory)."""
+        from .persistence.smaller_tables import check_table_options, quantize_table, restore_table
+
+        check_table_options(quantize_to, None, self.dim)
+        if self._torch_only:
+            raise ValueError("quantize_to: averaging encoders only; this model embeds through its transformers model")
+        table, piece_weights = self.weights()
+        return self.with_table(restore_table(quantize_table(table, quantize_to)), piece_weights)
 
     def with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
         """A new encoder with this one's tokenizer and settings and another table (its width may differ)."""
@@ -365,7 +395,8 @@ class PSPEncoder:
         ("float32", "float16", "int8", "uint8", "binary", "ubinary") quantises the result the way
         `sentence_transformers.quantization.quantize_embeddings` does (int8/uint8 ranges from this call's
         embeddings; binary packs 8 dimensions per byte). `device` places a returned tensor (the lookup itself
-        runs on the CPU). Other keywords (`prompt`, `prompt_name`, ...) are ignored, as model2vec does.
+        runs on the CPU). Other keywords sentence-transformers or model2vec take (`prompt`, `prompt_name`, ...) mean
+        nothing to psp: one given a value (not None) is ignored with a warning, so a misspelt keyword is not lost.
         `out` may be a preallocated float32 array (e.g. a memmap) of shape `(n, dim or truncate_dim)` to write into.
         `num_threads` > 1 shares the batches between that many threads (some tokenize and hand batches to the
         others, which pool them; see `psp_hf.inference.batches.run_batches`); each batch writes its own rows, so the
@@ -378,6 +409,9 @@ class PSPEncoder:
         check_truncate_dim(truncate_dim, self.dim)
         if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
             raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
+        unused = sorted(name for name, value in ignored.items() if value is not None and name != "output_value")
+        if unused:
+            warnings.warn(f"PSPEncoder.encode ignores {', '.join(unused)}: not an option of psp", stacklevel=2)
         width = self.dim if truncate_dim is None else truncate_dim
         sentences, single = sentence_list(sentences)
         n = len(sentences)
@@ -449,6 +483,15 @@ class PSPEncoder:
         return cosine_pairs(a, b)
 
 
-def load(id_or_path: str | os.PathLike, revision: str | None = None, token: str | bool | None = None) -> PSPEncoder:
-    """Load a psp model from a local folder or a Hub repo id."""
-    return PSPEncoder.from_pretrained(id_or_path, revision=revision, token=token)
+def load(
+    id_or_path: str | os.PathLike,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    quantize_to: str | None = None,
+    truncate_dim: int | None = None,
+) -> PSPEncoder:
+    """Load a model from a local folder or a Hub repo id: psp, model2vec or sentence-transformers `StaticEmbedding`
+    (see `PSPEncoder.from_pretrained`)."""
+    return PSPEncoder.from_pretrained(
+        id_or_path, revision=revision, token=token, quantize_to=quantize_to, truncate_dim=truncate_dim
+    )

@@ -112,7 +112,7 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
     out = tmp_path / "bt"
     args = common_args(tmp_path / "cs-en.tsv", models_dir)
     bounds = ["--min-length", "3", "--max-cost", "2.4", "--max-overlap", "0.5", "--lm", str(models_dir / "lm")]
-    assert run_cli(*args, "--out", str(out), "--classifier", *bounds) == 0, capsys.readouterr().err
+    assert run_cli(*args, "-o", str(out), "--classifier", *bounds) == 0, capsys.readouterr().err
     references, translations, costs = read_translations(out / "translations.tsv")
     assert references == [reference for _, reference in rows]  # one row per input line, in input order
     assert len(translations) == 30 and np.all(costs > 0)
@@ -150,7 +150,7 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
             "prepare",
             "paraphrases",
             str(out / "pairs.tsv"),
-            "--out",
+            "-o",
             str(prepared),
             "--no-langid",
             "--no-score-filter",
@@ -167,7 +167,7 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
     assert len(data) > 0 and set(data["sentence1"]) <= {r.lower() for r, _ in expected}
     # ... and into psp train.
     model = tmp_path / "model"
-    train = ["--data", str(prepared), "--output-dir", str(model), "--dim", "8", "--batch-size", "4"]
+    train = ["--data", str(prepared), "-o", str(model), "--dim", "8", "--batch-size", "4"]
     train += ["--megabatch-size", "1", "--epochs", "1", "--dev", "none", "--quiet"]
     assert main(["train", *train]) == 0, capsys.readouterr().err
     from psp_hf import load
@@ -175,7 +175,7 @@ def test_end_to_end_filters_and_feeds_psp_prepare(models_dir, tmp_path, capsys):
     assert load(model).encode([expected[0][1]]).shape == (1, 8)
 
     # A finished run with other bounds: no translation, only refiltering.
-    assert run_cli(*args, "--out", str(out), "--max-bleu", "0") == 0
+    assert run_cli(*args, "-o", str(out), "--max-bleu", "0") == 0
     report = json.loads((out / "report.json").read_text())
     assert report["translation"]["already_complete"] is True
     assert report["filtering"]["filters"][0]["rule"] == "bleu <= 0"
@@ -202,11 +202,11 @@ def test_a_killed_run_resumes_to_the_same_output(models_dir, tmp_path, capsys):
     make_bitext(tmp_path / "b.tsv", 40, seed=5)
     args = common_args(tmp_path / "b.tsv", models_dir)
     reference = tmp_path / "reference"
-    assert run_cli(*args, "--out", str(reference)) == 0
+    assert run_cli(*args, "-o", str(reference)) == 0
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(
-        [PYTHON, "-c", SLOW_CLI, "backtranslate", *args, "--out", str(killed)],
+        [PYTHON, "-c", SLOW_CLI, "backtranslate", *args, "-o", str(killed)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -222,10 +222,10 @@ def test_a_killed_run_resumes_to_the_same_output(models_dir, tmp_path, capsys):
     (killed / "parts" / ".part-000009.tsv.x.tmp").write_text("half a chunk")  # as a kill mid-write leaves
 
     # Other settings are refused rather than mixed in.
-    assert run_cli(*args, "--out", str(killed), "--max-new-tokens", "5") == 2
+    assert run_cli(*args, "-o", str(killed), "--max-new-tokens", "5") == 2
     assert "max_new_tokens differ" in capsys.readouterr().err
 
-    assert run_cli(*args, "--out", str(killed)) == 0
+    assert run_cli(*args, "-o", str(killed)) == 0
     report = json.loads((killed / "report.json").read_text())
     assert report["translation"]["chunks_found"] >= 3
     assert report["translation"]["chunks_found"] + report["translation"]["chunks_translated"] == 10
@@ -237,24 +237,24 @@ def test_a_killed_run_resumes_to_the_same_output(models_dir, tmp_path, capsys):
 def test_bad_input_names_file_and_line(models_dir, tmp_path, capsys):
     bitext = tmp_path / "bad.tsv"
     bitext.write_text("pes\tdog\nkočka\tcat\textra\n", encoding="utf-8")
-    assert run_cli(*common_args(bitext, models_dir), "--out", str(tmp_path / "o")) == 2
+    assert run_cli(*common_args(bitext, models_dir), "-o", str(tmp_path / "o")) == 2
     assert f"psp: error: {bitext}:2: expected 2 tab-separated fields, got 3" in capsys.readouterr().err
-    assert run_cli(*common_args(tmp_path / "missing.tsv", models_dir), "--out", str(tmp_path / "o")) == 2
+    assert run_cli(*common_args(tmp_path / "missing.tsv", models_dir), "-o", str(tmp_path / "o")) == 2
     assert "missing.tsv: no such file" in capsys.readouterr().err
     good = tmp_path / "good.tsv"
     make_bitext(good, 3)
-    assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--max-lm", "3") == 2
+    assert run_cli(*common_args(good, models_dir), "-o", str(tmp_path / "p"), "--max-lm", "3") == 2
     assert "--max-lm need --lm" in capsys.readouterr().err
-    assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--min-bleu", "5", "--max-bleu", "1")
+    assert run_cli(*common_args(good, models_dir), "-o", str(tmp_path / "p"), "--min-bleu", "5", "--max-bleu", "1")
     assert "range is empty" in capsys.readouterr().err
-    code = run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--lm", str(tmp_path / "no-lm"))
+    code = run_cli(*common_args(good, models_dir), "-o", str(tmp_path / "p"), "--lm", str(tmp_path / "no-lm"))
     assert code == 2 and f"--lm {tmp_path / 'no-lm'}: no such model folder" in capsys.readouterr().err  # at once
     assert not (tmp_path / "p").exists()
     (tmp_path / "not-an-lm").mkdir()  # there, but no language model: found out when filtering
-    code = run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "p"), "--lm", str(tmp_path / "not-an-lm"))
+    code = run_cli(*common_args(good, models_dir), "-o", str(tmp_path / "p"), "--lm", str(tmp_path / "not-an-lm"))
     assert code == 2 and "psp: error: filtering" in capsys.readouterr().err
     assert (tmp_path / "p" / "translations.tsv").is_file()  # the translations are kept
-    assert run_cli(*common_args(good, models_dir), "--out", str(tmp_path / "q"), "--columns", "cs,en") == 2
+    assert run_cli(*common_args(good, models_dir), "-o", str(tmp_path / "q"), "--columns", "cs,en") == 2
     assert "no header" in capsys.readouterr().err
 
 
@@ -278,7 +278,7 @@ def test_language_model_nll_is_a_forward_pass(models_dir):
 def test_push_to_hub(models_dir, tmp_path, hub_server, hub_repo_id, capsys):
     make_bitext(tmp_path / "b.tsv", 6)
     out = tmp_path / "out"
-    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--out", str(out), "--push-to-hub", hub_repo_id)
+    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "-o", str(out), "--push-to-hub", hub_repo_id)
     assert code == 0, capsys.readouterr().err
     files = hub_server.repo_files(hub_repo_id, repo_type="dataset")
     assert {"translations.tsv", "pairs.tsv", "README.md", "report.json"} <= set(files)
@@ -295,5 +295,5 @@ def test_target_token_starts_every_translation(models_dir, tmp_path, capsys):
     for (source, _), translation, cost in zip(rows, translations, costs, strict=True):
         if len(translation.split()) < 6:
             assert cost == pytest.approx(forward_cost(translator, source, translation), abs=1e-4)
-    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "--out", str(tmp_path / "o"), "--target-token", "xx")
+    code = run_cli(*common_args(tmp_path / "b.tsv", models_dir), "-o", str(tmp_path / "o"), "--target-token", "xx")
     assert code == 2 and "--target-token 'xx' is not in the vocabulary" in capsys.readouterr().err

@@ -1,5 +1,5 @@
-"""One flag vocabulary: every command line of the old README still parses (old spellings are hidden aliases that
-fill the same arguments as the new ones), and `--help` shows only the new spellings."""
+"""One flag vocabulary: every command line of the README in today's spelling parses, and `--help` shows one spelling
+per flag."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from psp_hf.cli import COMMANDS, build_parser, command_parser, parse_args
 from psp_hf.cli.flags import Parser, cores_available
 
-# The complete `psp` command lines of the README as of commit 3e2a741 (placeholders kept, `[...]` optional parts
-# written out), each beside the same command in today's spelling. Fragments (`psp train ...`) are left out.
+# The complete `psp` command lines of an earlier README (placeholders kept, `[...]` optional parts written out), each
+# beside the same command in today's spelling (the one that parses). Fragments (`psp train ...`) are left out.
 README_COMMANDS = [
     ("backtranslate cs-en.tsv.gz --src-lang cs --model Helsinki-NLP/opus-mt-cs-en --out bt-cs",
      "backtranslate cs-en.tsv.gz --src-lang cs -m Helsinki-NLP/opus-mt-cs-en -o bt-cs"),
@@ -105,53 +105,14 @@ README_COMMANDS = [
     ("train --data pairs.tsv.gz --output-dir runs/p-sp-en", "train --data pairs.tsv.gz -o runs/p-sp-en"),
 ]  # fmt: skip
 
-# Old spellings the parsers had that the README did not show.
-OTHER_OLD_SPELLINGS = [
-    ("eval -m M --data DIR", "eval -m M --data-dir DIR"),
-    ("prepare pool --out POOL --data DIR", "prepare distill-corpus -o POOL --data-dir DIR"),
-    ("prepare pool -o C --no-registry -q", "prepare distill-corpus -o C --no-registry -q"),
-    ("train --teacher-cache C --pool-weights w=2 -o O", "train --teacher-cache C --corpus-weights w=2 -o O"),
-    ("train --teacher-cache C --pool_weights w=2 -o O", "train --teacher-cache C --corpus-weights w=2 -o O"),
-    ("prepare bitext-sources --lang fr --out D --data DIR", "prepare bitext-sources --lang fr -o D --data-dir DIR"),
-    ("prepare mono --lang fr --out D --data DIR", "prepare mono --lang fr -o D --data-dir DIR"),
-    ("languages --data DIR", "languages --data-dir DIR"),
-    ("embed-dataset X -m M --output-dir O", "embed-dataset X -m M -o O"),
-    ("train --data P --output_dir O", "train --data P -o O"),
-]
 
-OLD_OUTPUT_SPELLINGS = ("--out", "--output-dir", "--output_dir")
-
-
-@pytest.mark.parametrize(("old", "new"), README_COMMANDS + OTHER_OLD_SPELLINGS)
-def test_old_command_lines_parse_as_the_new_spelling(old, new):
-    old_args, new_args = parse_args(shlex.split(old)), parse_args(shlex.split(new))
-    assert vars(old_args) == vars(new_args)
-    assert old_args.command == old.split()[0]
-
-
-def test_an_old_spelling_fills_the_new_argument():
-    args = parse_args(["prepare", "label", "--corpus", "POOL", "--cache", "CACHE"])
-    assert args.output == "CACHE"
-    args = parse_args(["eval", "-m", "M", "--data", "DIR"])
-    assert args.data_dir == "DIR"
-    args = parse_args(["train", "--data", "P", "--output-dir", "O"])
-    assert args.output_dir == "O" and args.data == ["P"]
-
-
-def test_the_distillation_corpus_keeps_its_old_names_out_of_help():
-    """The distillation corpus was "the pool": `psp prepare pool` and `psp train --pool-weights` still parse as
-    `prepare distill-corpus` and `--corpus-weights` (above), and no help or CLI reference shows the old names."""
-    assert parse_args(["prepare", "pool", "-o", "C"]).kind == "distill-corpus"
-    assert parse_args(["train", "--teacher-cache", "C", "--pool-weights", "w=2", "-o", "O"]).corpus_weights == "w=2"
-    prepare = command_parser("prepare")
-    assert "distill-corpus" in prepare.subcommands and "pool" not in prepare.subcommands
-    assert re.search(r"\bdistill-corpus\b", prepare.format_help()) and not re.search(r"\bpool\b", prepare.format_help())
-    train_help = command_parser("train").format_help()
-    assert "--corpus-weights" in train_help and "--pool" not in train_help
-    from psp_hf.cli.reference import reference
-
-    text = reference()
-    assert "psp prepare distill-corpus" in text and "prepare pool" not in text and "--pool-weights" not in text
+@pytest.mark.parametrize(("old", "new"), README_COMMANDS)
+def test_readme_command_lines_parse_in_todays_spelling(old, new):
+    args = parse_args(shlex.split(new))
+    assert args.command == new.split()[0]
+    if old != new:  # the earlier spelling is refused: no hidden aliases, no abbreviations
+        with pytest.raises(SystemExit):
+            parse_args(shlex.split(old))
 
 
 def test_every_readme_command_is_checked():
@@ -167,9 +128,7 @@ def _options(text: str) -> set[str]:
 def test_help_shows_only_the_new_spellings(name):
     for prog, parser in _parsers_of(name):
         shown = _options(parser.format_help())
-        hidden = set(parser.old_spellings)
-        assert not shown & hidden, (prog, shown & hidden)
-        assert not shown & set(OLD_OUTPUT_SPELLINGS), prog
+        assert not shown & {"--out", "--output-dir", "--output_dir"}, prog
         assert "-q" in shown and "--quiet" in shown, prog
         if prog not in ("psp train", "psp prepare mine-pairs"):  # train's --data is training data; --cache read
             assert "--data" not in shown and "--cache" not in shown, prog

@@ -106,6 +106,7 @@ def test_registry_text_becomes_a_translated_source_with_both_licences(tmp_path, 
     assert bitext_sources("de", root, ("apertium",)) == []
 
 
+@pytest.mark.debian
 def test_the_unpacked_apertium_translates_english_into_spanish_and_french():
     root = cache_dir() / "apertium" / "root"
     assert available("es", root) and available("fr", root), f"Apertium is not unpacked under {root}: make apertium"

@@ -212,11 +212,11 @@ def test_cli_prepare_reports_errors_with_file_and_line(tmp_path, capsys):
     from psp_hf.cli import main
 
     bad = _write(tmp_path / "bad.tsv", b"a b c d e\tf g h i j\t0.9\nx\xff\ty\t0.9\n")
-    code = main(["prepare", "paraphrases", str(bad), "--out", str(tmp_path / "out"), "--no-tokenizer"])
+    code = main(["prepare", "paraphrases", str(bad), "-o", str(tmp_path / "out"), "--no-tokenizer"])
     assert code == 2
     assert f"psp: error: {bad}:2: not valid UTF-8" in capsys.readouterr().err
     good = _crafted_file(tmp_path)
-    code = main(["prepare", "paraphrases", str(good), "--out", str(tmp_path / "ok"), "--no-tokenizer",
+    code = main(["prepare", "paraphrases", str(good), "-o", str(tmp_path / "ok"), "--no-tokenizer",
                  "--no-langid", "--min-score", "0.5"])  # fmt: skip
     assert code == 0
     err = capsys.readouterr().err
@@ -291,7 +291,7 @@ def test_cli_prepare_bad_rows_give_one_error_line_or_a_count(tmp_path, capsys, n
     else:
         bad = _write(tmp_path / "bad.tsv", BAD_ROWS[name][0])
     argv = ["prepare", "paraphrases", str(bad), "--no-tokenizer", "--no-langid", "-q"]
-    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert main([*argv, "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"psp: error: {bad}:") and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == [bad.name]
@@ -303,7 +303,7 @@ def test_cli_prepare_bad_rows_give_one_error_line_or_a_count(tmp_path, capsys, n
         assert f"{bad}:{BAD_ROWS[name][1]}" in err
         expected_pairs = len(BAD_ROWS[name][0].splitlines()) - 1
     # --skip-bad-lines: the run goes on and the report counts the bad line.
-    assert main([*argv, "--out", str(tmp_path / "out"), "--skip-bad-lines", "--no-overlap-filter"]) == 0
+    assert main([*argv, "-o", str(tmp_path / "out"), "--skip-bad-lines", "--no-overlap-filter"]) == 0
     report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert report["bad_lines"]["count"] == 1 and report["bad_lines"]["examples"][0].startswith(f"{bad}:")
     assert report["pairs_in"] == expected_pairs
@@ -323,19 +323,19 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     monkeypatch.setattr(checks.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
     cases = [
-        ([str(good), "--out", str(a_file)], f"--output {a_file}: exists and is not a folder"),
-        ([str(good), "--out", str(locked / "out")], f"cannot write in {locked} (permission denied or read-only)"),
-        ([str(tmp_path), "--out", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
-        ([str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")], "missing.tsv: no such file"),
+        ([str(good), "-o", str(a_file)], f"--output {a_file}: exists and is not a folder"),
+        ([str(good), "-o", str(locked / "out")], f"cannot write in {locked} (permission denied or read-only)"),
+        ([str(tmp_path), "-o", str(tmp_path / "o")], f"{tmp_path}: is a folder, not a file of pairs"),
+        ([str(tmp_path / "missing.tsv"), "-o", str(tmp_path / "o")], "missing.tsv: no such file"),
         ([str(good)], "give --output DIR, --push-to-hub REPO, or both"),
-        (["-", "--out", str(tmp_path / "o")], "-: standard input is not supported here"),
-        ([str(fifo), "--out", str(tmp_path / "o")], f"{fifo}: not a regular file (a pipe"),
+        (["-", "-o", str(tmp_path / "o")], "-: standard input is not supported here"),
+        ([str(fifo), "-o", str(tmp_path / "o")], f"{fifo}: not a regular file (a pipe"),
         ([str(good), "--push-to-hub", "no//such repo"], "--push-to-hub 'no//such repo': not a valid repo id"),
     ]
     inside = tmp_path / "data"
     inside.mkdir()
     held = _write(inside / "pairs.txt", good.read_text())
-    cases.append(([str(held), "--out", str(inside), "--overwrite"], f"holds {held}, which replacing the folder"))
+    cases.append(([str(held), "-o", str(inside), "--overwrite"], f"holds {held}, which replacing the folder"))
     for argv, message in cases:
         assert main(["prepare", "paraphrases", *argv, "--no-tokenizer", "-q"]) == 2, argv
         err = capsys.readouterr().err
@@ -343,7 +343,7 @@ def test_cli_prepare_checks_the_output_and_inputs_before_reading(tmp_path, capsy
     assert a_file.read_text() == "keep me\n" and list(locked.iterdir()) == [] and held.is_file()
     assert not (tmp_path / "o").exists()
     with pytest.raises(SystemExit):  # argparse names the argument: --batch-size 0
-        main(["prepare", "paraphrases", str(good), "--out", str(tmp_path / "o"), "--batch-size", "0"])
+        main(["prepare", "paraphrases", str(good), "-o", str(tmp_path / "o"), "--batch-size", "0"])
     assert "--batch-size: expected a positive number, got 0" in capsys.readouterr().err
 
 

@@ -214,7 +214,7 @@ def test_cli_encoder_from_file_and_module(tiny_data, tmp_path, monkeypatch, caps
     source = tmp_path / "code" / "my_encoders.py"
     source.parent.mkdir()
     source.write_text(ENCODER_MODULE, encoding="utf-8")
-    common = ["--data", str(tiny_data), "--tasks", "sts13", "stsb", "mr", "--senteval-kfold", "2", "-q"]
+    common = ["--data-dir", str(tiny_data), "--tasks", "sts13", "stsb", "mr", "--senteval-kfold", "2", "-q"]
     output = tmp_path / "out" / "results.json"
     assert main(["eval", "--encoder", f"{source}:embed", *common, "--output", str(output)]) == 0
     (model,) = json.loads(output.read_text(encoding="utf-8"))["models"]
@@ -247,10 +247,10 @@ def test_bad_encoder_specs_are_one_clear_error(tiny_data, tmp_path, monkeypatch,
         str(tmp_path / "missing.py") + ":embed": "no such file",
     }
     for spec, message in cases.items():
-        assert main(["eval", "--encoder", spec, "--data", str(tiny_data), "--tasks", "sts13"]) == 2, spec
+        assert main(["eval", "--encoder", spec, "--data-dir", str(tiny_data), "--tasks", "sts13"]) == 2, spec
         err = capsys.readouterr().err
         assert "psp: error: --encoder" in err and message in err, err
-    assert main(["eval", "--data", str(tiny_data), "--tasks", "sts13"]) == 2
+    assert main(["eval", "--data-dir", str(tiny_data), "--tasks", "sts13"]) == 2
     assert "at least one --model ID_OR_PATH or --encoder MODULE:NAME" in capsys.readouterr().err
     with pytest.raises(PSPInputError, match=r"returned shape \(13, 4\) for 12 sentences"):
         evaluate(load_encoder_spec("my_encoders:wrong_shape"), ["sts13"], tiny_data, batch_size=12)

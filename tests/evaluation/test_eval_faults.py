@@ -76,7 +76,7 @@ def no_evaluation(monkeypatch):
 
 
 def _eval(psp_folder, data_dir, *extra: str) -> list[str]:
-    return ["eval", "--model", str(psp_folder), "--tasks", "stsb", "--data", str(data_dir), "-q", *extra]
+    return ["eval", "--model", str(psp_folder), "--tasks", "stsb", "--data-dir", str(data_dir), "-q", *extra]
 
 
 def _one_error_line(err: str) -> str:
@@ -194,7 +194,7 @@ def test_corrupt_model_folder_is_one_error_line(psp_folder, data_dir, tmp_path, 
         config["hidden_size"] += 3
         (broken / "config.json").write_text(json.dumps(config), encoding="utf-8")
     # The good model first: a broken second model must stop the run before any work, not after the first.
-    argv = ["eval", "--model", str(psp_folder), str(broken), "--tasks", "stsb", "--data", str(data_dir), "-q"]
+    argv = ["eval", "--model", str(psp_folder), str(broken), "--tasks", "stsb", "--data-dir", str(data_dir), "-q"]
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""

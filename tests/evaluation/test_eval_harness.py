@@ -195,7 +195,7 @@ def test_cli_writes_json_markdown_and_model_index(data_dir, tiny_psp_folder, tmp
 
     output = tmp_path / "out" / "results.json"
     argv = ["eval", "--model", str(tiny_psp_folder), "--tasks", "sts13", "sts17", "--sts17-pairs", "es-es", "en-en"]
-    assert main([*argv, "--data", str(data_dir), "--output", str(output), "-q"]) == 0
+    assert main([*argv, "--data-dir", str(data_dir), "--output", str(output), "-q"]) == 0
     printed = capsys.readouterr().out
     report = json.loads(output.read_text(encoding="utf-8"))
     (model,) = report["models"]
@@ -225,7 +225,7 @@ def test_cli_errors_exit_2_with_a_message(tiny_psp_folder, tmp_path, capsys):
 
     assert main(["eval", "--model", str(tiny_psp_folder), "--tasks", "stsz"]) == 2
     assert "unknown task 'stsz'; valid tasks: sts12" in capsys.readouterr().err
-    assert main(["eval", "--model", str(tiny_psp_folder), "--data", str(tmp_path / "nope")]) == 2
+    assert main(["eval", "--model", str(tiny_psp_folder), "--data-dir", str(tmp_path / "nope")]) == 2
     assert f"{tmp_path / 'nope'} not found" in capsys.readouterr().err
     assert main(["eval", "--model", str(tmp_path / "no-model"), "--tasks", "sts13"]) == 2
     assert "no-model" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def test_the_cli_builds_the_student_after_checking_the_data_and_hands_it_to_ever
     monkeypatch.setattr(cli, "write_summary", lambda out, rows, multilingual: "")
     parser = Parser()
     cli.add_arguments(parser)
-    args = parser.parse_args(["--langs", "de,tr", "--out", str(tmp_path), "--init-rows-from", E5_STUDENT])
+    args = parser.parse_args(["--langs", "de,tr", "-o", str(tmp_path), "--init-rows-from", E5_STUDENT])
     assert cli.run(args) == 0
     student = str(tmp_path / "student")
     assert calls == [("check", "de"), ("check", "tr"), ("english",), ("de", student), ("tr", student)]

@@ -144,7 +144,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
     data = tiny_data_folder(tmp_path / "data", pairs)
     monkeypatch.setenv("PSP_DATA", str(data))
     out = tmp_path / "de"
-    assert main(["prepare", "bitext-sources", "--lang", "de", "--out", str(out), "--vocab-size", "80", "-q"]) == 0
+    assert main(["prepare", "bitext-sources", "--lang", "de", "-o", str(out), "--vocab-size", "80", "-q"]) == 0
     report = json.loads((out / "report" / "report.json").read_text())
     assert set(report["sources"]) == {"multi30k", "wmt-news"}
     assert report["sources"]["multi30k"]["license"].startswith("research")
@@ -159,7 +159,7 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
     both_sides = set(bitext_english(out, other_side=True))  # what psp prepare label gives a multilingual teacher
     assert both_sides == english | {a for a, _ in pairs} and set(bitext_english(out)) == english
     mono = tmp_path / "ar-mono"
-    args = ["prepare", "mono", "--lang", "ar", "--out", str(mono), "--sources", "all,saudinewsnet"]
+    args = ["prepare", "mono", "--lang", "ar", "-o", str(mono), "--sources", "all,saudinewsnet"]
     assert main(args) != 0
     assert "pass --non-commercial" in capsys.readouterr().err
     assert main([*args, "--non-commercial"]) == 0

@@ -43,7 +43,7 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     TeacherCache(cache).label([b for _, b in pairs], WordTeacher(), name="word-teacher")
     out = tmp_path / "out"
     command = [
-        sys.executable, "-c", CLI, "languages", "--langs", "de", "--out", str(out), "--data", str(data),
+        sys.executable, "-c", CLI, "languages", "--langs", "de", "-o", str(out), "--data-dir", str(data),
         "--teacher", "word-teacher", "--teacher-cache", str(cache), "--dim", "8", "--vocab-size", "150",
         "--no-registry", "--tasks", "tatoeba", "--threads", "1", "--minutes", "5", "--epochs", "100000",
         "--multilingual", "--multilingual-vocab-size", "150",
@@ -172,7 +172,7 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path, pud_files):
 
     parser = Parser()
     add_arguments(parser)
-    args = parser.parse_args(["--langs", "fr", "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    args = parser.parse_args(["--langs", "fr", "-o", str(tmp_path / "out"), "--data-dir", str(tmp_path)])
     args.init_rows_from = str(english)
     with pytest.raises(PSPInputError, match="--init-rows-from .*p-sp-en: not a model folder"):
         run(args)

@@ -48,7 +48,7 @@ def test_a_bad_jsonl_row_names_file_and_line(tmp_path, train_here, bad, message)
     data.write_bytes(good * 30 + bad + good * 5)
     tokenizer = tmp_path / "tok"
     build_tokenizer(tokenizer)
-    code, err = train_here(*small_run(data, tokenizer), "--output-dir", str(tmp_path / "run"), "--max-steps", "50")
+    code, err = train_here(*small_run(data, tokenizer), "-o", str(tmp_path / "run"), "--max-steps", "50")
     assert code == 2
     assert f"{data}:31: {message}" in one_error_line(err)
 
@@ -118,7 +118,7 @@ def test_backtranslate_refuses_a_missing_model_before_translating(tmp_path, mode
     bitext.write_text("ein hund\ta dog\n")
     models = {"--model": str(model), "--lm": None, "--score-model": None}
     models[flag] = str(tmp_path / "nope")
-    argv = ["backtranslate", str(bitext), "--src-lang", "de", "--out", str(tmp_path / "out")]
+    argv = ["backtranslate", str(bitext), "--src-lang", "de", "-o", str(tmp_path / "out")]
     argv += [item for name, value in models.items() if value for item in (name, value)]
     code, _, err = run_cli(*argv)
     assert code == 2 and f"{flag} {tmp_path / 'nope'}: no such model folder" in one_error_line(err)

@@ -46,7 +46,7 @@ def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Pa
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     return common, out
 
 
@@ -59,7 +59,7 @@ def test_resume_never_runs_code_from_a_crafted_checkpoint(tmp_path, tokenizer, t
     if target == "custom_checkpoint_0.pkl":  # a checkpoint of the earlier layout: counters in a pickle
         (folder / "train_state.json").unlink()
     (folder / target).write_bytes(pickle.dumps(_Marker(marker), protocol=2))
-    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    code, err = train_here(*common, "-o", str(out), "--resume")
     assert not marker.exists(), "a crafted checkpoint file ran code on --resume"
     assert code == 2
     assert "is unusable" in one_error_line(err)
@@ -72,7 +72,7 @@ def test_a_checkpoint_of_the_pickled_layout_still_resumes(tmp_path, tokenizer, t
     (folder / "train_state.json").unlink()
     torch.save(state, folder / "custom_checkpoint_0.pkl")  # what Accelerate's registered objects wrote
     assert read_checkpoint_state(out / "training")["step"] == 2
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--max-steps", "3")
+    code, err = train_here(*common, "-o", str(out), "--resume", "--max-steps", "3")
     assert code == 0, err
     assert read_checkpoint_state(out / "training")["step"] == 3
 
@@ -84,7 +84,7 @@ def test_counters_of_the_wrong_shape_are_refused(tmp_path, tokenizer, train_here
     common, out = _trained(tmp_path, tokenizer, train_here)
     folder = CheckpointStore(out / "training").folder()
     (folder / "train_state.json").write_text(json.dumps(counters))
-    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    code, err = train_here(*common, "-o", str(out), "--resume")
     assert code == 2 and "are not a training state" in one_error_line(err)
 
 
@@ -96,7 +96,7 @@ def test_a_symlinked_args_json_is_replaced_not_followed(tmp_path, tokenizer, tra
     training.mkdir(parents=True)
     (training / "args.json").symlink_to(victim)
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), "--max-steps", "1")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 0, err
     assert victim.read_text() == "precious\n"
     assert not (training / "args.json").is_symlink()

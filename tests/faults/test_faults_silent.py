@@ -34,7 +34,7 @@ def model(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("flag,value", [("--lr", "nan"), ("--lr", "inf"), ("--margin", "nan"), ("--init-std", "inf")])
 def test_non_finite_numbers_are_refused_before_training(tmp_path, tokenizer, train_here, flag, value):
     pairs = english_pairs(tmp_path / "pairs.tsv", 20)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), flag, value)
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), flag, value)
     assert code == 2
     assert f"{flag} must be a finite number" in one_error_line(err)
     assert not (tmp_path / "run" / "model.safetensors").exists()
@@ -57,7 +57,7 @@ def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path, toke
     monkeypatch.setattr(Trainer, "_train_step", step_that_diverges)
     pairs = english_pairs(tmp_path / "pairs.tsv", 80)
     out = tmp_path / "run"
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(out), "--save-every", "2")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(out), "--save-every", "2")
     assert code == 2
     line = one_error_line(err)
     assert "training diverged" in line and "the last good checkpoint" in line and "(step 2)" in line
@@ -71,20 +71,20 @@ def test_resuming_a_checkpoint_with_nan_weights_is_refused(tmp_path, tokenizer, 
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     weights = CheckpointStore(out / "training").folder() / "model.safetensors"
     tensors = load_file(weights)
     name = next(iter(tensors))
     tensors[name][3] = float("nan")
     save_file(tensors, weights)
-    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    code, err = train_here(*common, "-o", str(out), "--resume")
     assert code == 2 and "holds NaN or infinite values" in one_error_line(err)
 
 
 def test_a_header_only_training_file_is_an_error(tmp_path, tokenizer, train_here):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("sentence1\tsentence2\n")
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"))
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"))
     assert code == 2 and "no training pairs" in one_error_line(err)
     assert not (tmp_path / "run" / "model.safetensors").exists()
 
@@ -219,7 +219,7 @@ def test_save_pretrained_files_follow_the_umask(tmp_path, model, umask_027):
 def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_here, umask_027):
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     out = tmp_path / "run"
-    assert train_here(*small_run(pairs, tokenizer), "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*small_run(pairs, tokenizer), "-o", str(out), "--max-steps", "2")[0] == 0
     checkpoint = _modes(CheckpointStore(out / "training").folder())
     assert checkpoint["model.safetensors"] == umask_027 and set(checkpoint.values()) == {umask_027}, checkpoint
     assert _modes(out)["model.safetensors"] == umask_027
@@ -345,7 +345,7 @@ def _german_english(path: Path, n: int = 60) -> Path:
 def test_prepare_bitext_with_the_wrong_language_writes_nothing_and_says_why(tmp_path):
     data = _german_english(tmp_path / "de-en.tsv")
     out = tmp_path / "out"
-    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", "--langid", str(data), "--out", str(out))
+    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", "--langid", str(data), "-o", str(out))
     assert code == 2
     line = one_error_line(err)
     assert "no pairs left to write" in line and "language 60" in line and "--lang" in line
@@ -354,17 +354,17 @@ def test_prepare_bitext_with_the_wrong_language_writes_nothing_and_says_why(tmp_
 
 def test_prepare_bitext_without_langid_warns_when_the_text_is_another_language(tmp_path):
     data = _german_english(tmp_path / "de-en.tsv")
-    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", str(data), "--out", str(tmp_path / "fr"))
+    code, _, err = run_cli("prepare", "bitext", "--lang", "fr", str(data), "-o", str(tmp_path / "fr"))
     assert code == 0 and (tmp_path / "fr").is_dir()  # a warning, not an error: langid was not asked for
     warning = [line for line in err.splitlines() if "does not look like" in line]
     assert len(warning) == 1 and "read as fr does not look like it" in warning[0] and "finds de" in warning[0]
-    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "--out", str(tmp_path / "de"))
+    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "-o", str(tmp_path / "de"))
     assert code == 0 and "does not look like" not in err
 
 
 def test_prepare_of_a_header_only_file_is_an_error(tmp_path):
     data = tmp_path / "de-en.tsv"
     data.write_text("de\ten\n")
-    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "--out", str(tmp_path / "out"))
+    code, _, err = run_cli("prepare", "bitext", "--lang", "de", str(data), "-o", str(tmp_path / "out"))
     assert code == 2 and "no pairs left to write: 0 read" in one_error_line(err)
     assert not (tmp_path / "out").exists()

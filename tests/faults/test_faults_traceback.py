@@ -57,7 +57,7 @@ def _data(tmp_path: Path, kind: str) -> tuple[Path, str]:
 @pytest.mark.parametrize("kind", ["bad-utf8", "short-row", "long-row", "truncated-gz", "header-only", "empty-parquet"])
 def test_training_the_vocabulary_on_bad_data_is_one_error_line(tmp_path, train_here, kind):
     data, message = _data(tmp_path, kind)
-    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--max-steps", "2")
+    code, err = train_here(*small_run(data, None), "-o", str(tmp_path / "run"), "--max-steps", "2")
     assert code == 2
     line = one_error_line(err)
     assert message in line
@@ -66,7 +66,7 @@ def test_training_the_vocabulary_on_bad_data_is_one_error_line(tmp_path, train_h
 
 def test_training_the_vocabulary_on_good_data_still_works(tmp_path, train_here):
     data = english_pairs(tmp_path / "good.tsv", 40)
-    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--max-steps", "2")
+    code, err = train_here(*small_run(data, None), "-o", str(tmp_path / "run"), "--max-steps", "2")
     assert code == 0, err
     assert (tmp_path / "run" / "model.safetensors").is_file()
 
@@ -74,7 +74,7 @@ def test_training_the_vocabulary_on_good_data_still_works(tmp_path, train_here):
 @pytest.mark.parametrize("seed", ["-1", str(2**32)])
 def test_an_out_of_range_seed_is_one_error_line(tmp_path, train_here, seed):
     data = english_pairs(tmp_path / "good.tsv", 20)
-    code, err = train_here(*small_run(data, None), "--output-dir", str(tmp_path / "run"), "--seed", seed)
+    code, err = train_here(*small_run(data, None), "-o", str(tmp_path / "run"), "--seed", seed)
     assert code == 2 and "--seed must be in [0, 2**32)" in one_error_line(err)
 
 
@@ -87,7 +87,7 @@ def test_a_corrupt_tokenizer_given_as_tokenizer_is_one_error_line(tmp_path, mode
         {"not-json": "{oops", "json-array": "[1, 2]", "truncated": text[:500]}[damage]
     )
     data = english_pairs(tmp_path / "good.tsv", 20)
-    code, err = train_here(*small_run(data, folder), "--output-dir", str(tmp_path / "run"))
+    code, err = train_here(*small_run(data, folder), "-o", str(tmp_path / "run"))
     assert code == 2 and str(folder / "tokenizer.json") in one_error_line(err)
 
 
@@ -131,7 +131,7 @@ def test_damaged_model2vec_folders_are_one_error_line(tmp_path, model, change, m
 def test_prepare_label_names_the_line_of_bad_utf8(tmp_path):
     corpus = tmp_path / "pool.txt"
     corpus.write_bytes(b"a good sentence\nanother one\nbad \xff byte\n")
-    code, _, err = run_cli("prepare", "label", "--corpus", str(corpus), "--cache", str(tmp_path / "cache"))
+    code, _, err = run_cli("prepare", "label", "--corpus", str(corpus), "-o", str(tmp_path / "cache"))
     assert code == 2 and f"{corpus}:3: not valid UTF-8" in one_error_line(err)
 
 
@@ -142,7 +142,7 @@ def test_prepare_label_refuses_an_unusable_device_first(tmp_path, device, monkey
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on a machine with a GPU
     corpus = tmp_path / "pool.txt"
     corpus.write_text("a sentence\n")
-    argv = ("prepare", "label", "--corpus", str(corpus), "--cache", str(tmp_path / "cache"), "--device", device)
+    argv = ("prepare", "label", "--corpus", str(corpus), "-o", str(tmp_path / "cache"), "--device", device)
     code, _, err = run_cli(*argv)
     assert code == 2 and "--device" in one_error_line(err)
 
@@ -155,7 +155,7 @@ def test_backtranslate_refuses_an_unusable_device_before_its_run_file(tmp_path, 
     bitext = tmp_path / "bt.tsv"
     bitext.write_text("ein hund\ta dog\n")
     out = tmp_path / "out"
-    argv = ("backtranslate", str(bitext), "--src-lang", "de", "--model", str(tmp_path / "nomodel"), "--out", str(out))
+    argv = ("backtranslate", str(bitext), "--src-lang", "de", "--model", str(tmp_path / "nomodel"), "-o", str(out))
     code, _, err = run_cli(*argv, "--device", device)
     assert code == 2 and f"--device {device!r}" in one_error_line(err) or f"--device {device}:" in err
     assert not out.exists()  # no run.json that would refuse the corrected command
@@ -208,7 +208,7 @@ def translation_models(tmp_path_factory) -> Path:
 
 
 def _backtranslate(bitext: Path, models: Path, out: Path, *extra: str) -> tuple[int, str]:
-    argv = ["backtranslate", str(bitext), "--src-lang", "cs", "--model", str(models / "mt"), "--out", str(out)]
+    argv = ["backtranslate", str(bitext), "--src-lang", "cs", "--model", str(models / "mt"), "-o", str(out)]
     code, _, err = run_cli(*argv, "--batch-size", "2", "-q", *extra)
     return code, err
 
@@ -245,7 +245,7 @@ def test_a_full_disk_at_the_first_checkpoint_is_one_error_line(tmp_path, train_h
     monkeypatch.setattr(torch, "save", no_space)  # the optimizer and RNG files of the first checkpoint
     data = english_pairs(tmp_path / "good.tsv", 40)
     out = tmp_path / "run"
-    code, err = train_here(*small_run(data, None), "--output-dir", str(out), "--max-steps", "2")
+    code, err = train_here(*small_run(data, None), "-o", str(out), "--max-steps", "2")
     assert code == 2
     line = one_error_line(err)
     assert "cannot write checkpoint" in line and "no earlier checkpoint exists" in line
@@ -267,6 +267,6 @@ def test_a_full_disk_at_the_final_export_is_one_error_line(tmp_path, train_here,
     monkeypatch.setattr(safetensors.torch, "save_file", save_file)
     data = english_pairs(tmp_path / "good.tsv", 40)
     out = tmp_path / "run"
-    code, err = train_here(*small_run(data, None), "--output-dir", str(out), "--max-steps", "2")
+    code, err = train_here(*small_run(data, None), "-o", str(out), "--max-steps", "2")
     assert code == 2 and "No space left on device" in one_error_line(err)
     assert not list(out.glob(".export-*")) and not (out / "model.safetensors").exists()

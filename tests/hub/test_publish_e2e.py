@@ -101,7 +101,7 @@ def test_train_push_and_load_everywhere(bitext_dir, hub_server, tmp_path):
     for name, folder in (("trained", output), ("untrained", untrained)):
         reports[name] = tmp_path / f"{name}.json"
         eval_argv = ["eval", "-m", str(folder), "--tasks", "stsb", "tatoeba", "--tatoeba-langs", "de",
-                     "--data", str(DATA), "-o", str(reports[name]), "-q"]  # fmt: skip
+                     "--data-dir", str(DATA), "-o", str(reports[name]), "-q"]  # fmt: skip
         assert main(eval_argv) == 0
     end = next(e for e in map(json.loads, (output / "training" / "metrics.jsonl").read_text().splitlines())
                if e["event"] == "end")  # fmt: skip

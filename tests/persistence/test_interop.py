@@ -133,7 +133,7 @@ def test_fine_tuning_starts_from_a_saved_model(model, tmp_path, source):
                 str(_pairs(tmp_path / "p.tsv")),
                 "--init-from",
                 str(start),
-                "--output-dir",
+                "-o",
                 str(out),
                 *flags,
             ]
@@ -159,7 +159,7 @@ def test_init_from_conflicts_are_reported(model, tmp_path, capsys):
             str(model),
             "--init",
             "teacher",
-            "--output-dir",
+            "-o",
             str(tmp_path / "x"),
         ]
     )

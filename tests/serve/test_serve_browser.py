@@ -19,6 +19,9 @@ from serve_server import CORPUS, ServerThread, tiny_tokenizer  # noqa: E402
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.index import load_index  # noqa: E402
 
+# Debian's Chromium, unpacked by `make chromium` (apt-get download): a machine without apt-get leaves these out.
+pytestmark = pytest.mark.debian
+
 READ_RESULTS = """Array.from(document.querySelectorAll('#results li')).map((li) => ({
     text: li.querySelector('.text').firstChild.textContent,
     cosine: Number(li.querySelector('.cosine').textContent),

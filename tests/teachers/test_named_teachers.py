@@ -133,12 +133,12 @@ def test_prepare_label_takes_a_teacher_name(tmp_path, capsys):
     pool = tmp_path / "pool.txt"
     pool.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     cache = tmp_path / "labels"
-    assert main(["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", USE]) == 0
+    assert main(["prepare", "label", "--corpus", str(pool), "-o", str(cache), "--teacher", USE]) == 0
     meta = json.loads((cache / "meta.json").read_text())
     assert (meta["teacher"], meta["dim"], meta["backend"]) == (USE, 512, "numpy")
     assert len(TeacherCache(cache).labelled_sentences()) == len(SENTENCES)
     capsys.readouterr()
-    args = ["prepare", "label", "--corpus", str(pool), "--cache", str(cache), "--teacher", "some/other-model"]
+    args = ["prepare", "label", "--corpus", str(pool), "-o", str(cache), "--teacher", "some/other-model"]
     assert main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "holds labels of teacher 'use-multilingual'" in error[0]

@@ -41,7 +41,7 @@ def test_train_uses_the_tokenizer_psp_prepare_wrote(prepared, tmp_path, train_he
             str(prepared),
             "--lang",
             "de",
-            "--output-dir",
+            "-o",
             str(tmp_path / "run"),
             "--dim",
             "8",
@@ -76,7 +76,7 @@ def test_train_warns_when_its_own_vocabulary_is_smaller_than_asked(tmp_path, tra
             str(tmp_path / "pairs.tsv"),
             "--lang",
             "de",
-            "--output-dir",
+            "-o",
             str(tmp_path / "run"),
             "--dim",
             "8",
@@ -105,7 +105,7 @@ def test_label_takes_the_english_side_of_a_prepared_bitext_folder(prepared, tmp_
     from psp_hf.cli import main
 
     assert main(
-        ["prepare", "label", "--corpus", str(prepared), "--cache", str(tmp_path / "cache"), "--backend", "torch"]
+        ["prepare", "label", "--corpus", str(prepared), "-o", str(tmp_path / "cache"), "--backend", "torch"]
     ) in (0, None)
     sentences, vectors = TeacherCache(tmp_path / "cache").load()
     assert sorted(sentences) == sorted(english) and vectors.shape == (len(english), 6)

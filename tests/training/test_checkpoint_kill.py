@@ -54,14 +54,14 @@ def test_sigkill_during_a_checkpoint_write_resumes_bit_identical(tmp_path, pairs
     reference = tmp_path / "reference"
     threads = torch.get_num_threads()
     try:
-        assert main(["train", *common, "--output-dir", str(reference)]) == 0
+        assert main(["train", *common, "-o", str(reference)]) == 0
     finally:
         torch.set_num_threads(threads)
 
     killed = tmp_path / "killed"
     training = killed / "training"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "train.py"), *common, "--output-dir", str(killed)],
+        [sys.executable, str(REPO / "train.py"), *common, "-o", str(killed)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -82,7 +82,7 @@ def test_sigkill_during_a_checkpoint_write_resumes_bit_identical(tmp_path, pairs
     assert (CheckpointStore(training).folder() / "model.safetensors").is_file()
 
     try:
-        assert main(["train", *common, "--output-dir", str(killed), "--resume"]) == 0
+        assert main(["train", *common, "-o", str(killed), "--resume"]) == 0
     finally:
         torch.set_num_threads(threads)
     assert not list(training.glob(".checkpoint-tmp-*"))

@@ -56,7 +56,7 @@ def test_labelling_command_records_the_corpus_for_the_card(toy, tmp_path, monkey
     # A cache far from its corpus: the report must come from the copy the labelling command leaves in the cache.
     cache = tmp_path / "elsewhere" / "cache"
     corpus = toy["corpus"]
-    argv = ["prepare", "label", "--corpus", str(corpus), "--cache", str(cache), "--teacher", "bow"]
+    argv = ["prepare", "label", "--corpus", str(corpus), "-o", str(cache), "--teacher", "bow"]
     argv += ["--backend", "torch"]
     assert psp(argv) == 0
     meta = json.loads((cache / "meta.json").read_text())
@@ -74,7 +74,7 @@ def test_labelling_command_records_the_corpus_for_the_card(toy, tmp_path, monkey
 
 def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
     out = tmp_path / "pairs.tsv"
-    assert psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", str(out), "--threshold", "0.5"]) == 0
+    assert psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "-o", str(out), "--threshold", "0.5"]) == 0
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "sentence1\tsentence2\tscore" and len(lines) > 1
     corpus = set(toy["sentences"])
@@ -93,19 +93,19 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
     labelled = len(TeacherCache(toy["cache"]).chunk_files())
     cases = [
         (["distill-corpus", "-o", str(a_file)], f"--output {a_file}: exists and is not a folder"),
-        (["pool", "--out", str(tmp_path / "p"), "--data", str(tmp_path / "no-data")], "no-data not found"),  # old
+        (["distill-corpus", "-o", str(tmp_path / "p"), "--data-dir", str(tmp_path / "no-data")], "no-data not found"),
         (
-            ["label", "--corpus", str(toy["corpus"]), "--cache", str(toy["cache"]), "--teacher", "other"],
+            ["label", "--corpus", str(toy["corpus"]), "-o", str(toy["cache"]), "--teacher", "other"],
             "holds labels of teacher 'bag-of-words' (dim 12, backend torch); "
             "refusing to mix in 'other' (backend onnx-int8)",
         ),
         (
-            ["label", "--corpus", str(tmp_path / "nothing"), "--cache", str(tmp_path / "c")],
+            ["label", "--corpus", str(tmp_path / "nothing"), "-o", str(tmp_path / "c")],
             "no distillation corpus there",
         ),
-        (["label", "--corpus", str(toy["corpus"]), "--cache", str(a_file)], "exists and is not a folder"),
-        (["mine-pairs", "--cache", str(tmp_path), "--out", str(tmp_path / "p.tsv")], "no teacher labels there"),
-        (["mine-pairs", "--cache", str(toy["cache"]), "--out", str(tmp_path)], "is a folder; give a file name"),
+        (["label", "--corpus", str(toy["corpus"]), "-o", str(a_file)], "exists and is not a folder"),
+        (["mine-pairs", "--cache", str(tmp_path), "-o", str(tmp_path / "p.tsv")], "no teacher labels there"),
+        (["mine-pairs", "--cache", str(toy["cache"]), "-o", str(tmp_path)], "is a folder; give a file name"),
     ]
     for argv, message in cases:
         assert psp(["prepare", *argv]) == 2, argv
@@ -114,7 +114,7 @@ def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys
     assert a_file.read_text() == "x\n" and not (tmp_path / "p").exists()
     assert len(TeacherCache(toy["cache"]).chunk_files()) == labelled
     with pytest.raises(SystemExit):  # argparse: a threshold outside [-1, 1]
-        psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "--out", "p.tsv", "--threshold", "2"])
+        psp(["prepare", "mine-pairs", "--cache", str(toy["cache"]), "-o", "p.tsv", "--threshold", "2"])
 
 
 def test_corpus_output_in_a_read_only_folder_is_one_error_line(tmp_path, capsys, monkeypatch):
@@ -167,7 +167,7 @@ def test_comparison_table_on_tiny_models(toy, tmp_path, capsys):
     distilled = tmp_path / "distilled"
     # Distillation only, through the command line (the table reads the training time `psp train` records).
     trained = psp(
-        ["train", "--teacher-cache", str(toy["cache"]), "--distill-weight", "1", "--output-dir", str(distilled),
+        ["train", "--teacher-cache", str(toy["cache"]), "--distill-weight", "1", "-o", str(distilled),
          "--tokenizer", str(toy["tokenizer"]), "--dim", "8", "--distill-batch-size", "32", "--batch-size", "16",
          "--megabatch-size", "2", "--megabatch-anneal", "0", "--lr", "0.05", "--dev", "none", "--keep", "last",
          "--threads", "1", "--quiet", "--save-every", "0", "--epochs", "1"]

@@ -73,7 +73,7 @@ def test_max_takes_the_hardest_and_mix_takes_random_allowed_candidates():
 def _args(*flags: str) -> TrainingArguments:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    return arguments_from_namespace(parser.parse_args(["--data", "x.tsv", "--output-dir", "out", *flags]))
+    return arguments_from_namespace(parser.parse_args(["--data", "x.tsv", "-o", "out", *flags]))
 
 
 def test_negative_selection_flag_builds_the_miner():
@@ -161,14 +161,14 @@ def test_recurrent_word_trigram_model_trains_saves_and_resumes(tmp_path, train_h
               "--encoder-type", "gran", "--second-encoder-type", "mean", "--dim", "8", "--batch-size", "16",
               "--scramble-rate", "0.3", "--init-l2", "0.01", "--negative-selection", "mix", "--dev", "none",
               "--quiet", "--threads", "1", "--save-every", "4", "--keep", "last", "--seed", "3"]  # fmt: skip
-    code, err = train_here(*common, "--output-dir", str(tmp_path / "full"))
+    code, err = train_here(*common, "-o", str(tmp_path / "full"))
     assert code == 0, err
     full = psp_hf.load(tmp_path / "full")
     assert full.dim == 16 and type(full.model.head).__name__ == "SentenceHead"
     # The same run stopped after 4 steps and resumed ends with the same weights.
-    code, err = train_here(*common, "--output-dir", str(tmp_path / "part"), "--max-steps", "4")
+    code, err = train_here(*common, "-o", str(tmp_path / "part"), "--max-steps", "4")
     assert code == 0, err
-    code, err = train_here(*common, "--output-dir", str(tmp_path / "part"), "--resume")
+    code, err = train_here(*common, "-o", str(tmp_path / "part"), "--resume")
     assert code == 0, err
     sentences = ["a man plays", "zzz unseen", ""]
     np.testing.assert_allclose(psp_hf.load(tmp_path / "part").encode(sentences), full.encode(sentences), atol=1e-6)

@@ -88,7 +88,7 @@ def test_training_on_real_caption_pairs_raises_stsb_dev(tmp_path, train_here):
     code, err = train_here(
         "--data",
         str(pairs),
-        "--output-dir",
+        "-o",
         str(out),
         "--dim",
         "128",
@@ -148,12 +148,12 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
         "--quiet",
     ]
     reference = tmp_path / "reference"
-    assert train_here(*common, "--output-dir", str(reference))[0] == 0
+    assert train_here(*common, "-o", str(reference))[0] == 0
 
     killed = tmp_path / "killed"
     checkpoint = killed / "training" / "checkpoint.json"
     process = subprocess.Popen(
-        [PYTHON, str(REPO / "train.py"), *common, "--output-dir", str(killed)],
+        [PYTHON, str(REPO / "train.py"), *common, "-o", str(killed)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -169,9 +169,9 @@ def test_sigkilled_run_resumes_to_the_same_step_and_weights(tmp_path, tiny_token
     assert 0 < saved["step"] < final_steps and not saved["finished"]
     assert not (killed / "model.safetensors").exists()
 
-    code, err = train_here(*common, "--output-dir", str(killed))  # without --resume: refuses to overwrite
+    code, err = train_here(*common, "-o", str(killed))  # without --resume: refuses to overwrite
     assert code == 2 and "--resume" in err
-    code, err = train_here(*common, "--output-dir", str(killed), "--resume")
+    code, err = train_here(*common, "-o", str(killed), "--resume")
     assert code == 0, err
     assert metrics(killed)[-1]["step"] == final_steps
     expected, got = load_file(reference / "model.safetensors"), load_file(killed / "model.safetensors")
@@ -259,7 +259,7 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
         "1",
         "--quiet",
     ]
-    code, err = train_here(*common, "--output-dir", str(tmp_path / "ok"), "--push-to-hub", hub_repo_id)
+    code, err = train_here(*common, "-o", str(tmp_path / "ok"), "--push-to-hub", hub_repo_id)
     assert code == 0, err
     files = hub_server.repo_files(hub_repo_id)
     assert "model.safetensors" in files and "config.json" in files and "tokenizer.json" in files
@@ -268,7 +268,7 @@ def test_push_and_refused_push(tmp_path, tiny_tokenizer, hub_server, hub_repo_id
     refused_id = hub_server.unique_repo_id("refused")
     folder = tmp_path / "refused"
     with hub_server.failing(403, methods=("POST", "PUT")):
-        code, err = train_here(*common, "--output-dir", str(folder), "--push-to-hub", refused_id)
+        code, err = train_here(*common, "-o", str(folder), "--push-to-hub", refused_id)
     assert code == 1
     assert f"psp push {folder.resolve()} {refused_id}" in err
     assert (folder / "model.safetensors").is_file() and (folder / "training" / "checkpoint.json").is_file()
@@ -286,19 +286,17 @@ def test_psp_train_cli_config_file_and_errors(tmp_path, tiny_tokenizer, train_he
         f"data: {pairs}\ntokenizer: {tiny_tokenizer}\ndim: 8\nbatch_size: 32\ndev: none\nthreads: 1\nquiet: true\n"
     )
     out = tmp_path / "model"
-    code, err = train_here("--config", str(config), "--output-dir", str(out), "--max-steps", "2")
+    code, err = train_here("--config", str(config), "-o", str(out), "--max-steps", "2")
     assert code == 0, err
     from psp_hf import PSPEncoder
 
     model = PSPEncoder.from_pretrained(out)
     assert model.dim == 8 and model.encode(["a dog runs"]).shape == (1, 8)
     assert metrics(out)[-1]["step"] == 2
-    code, err = train_here(
-        "--config", str(config), "--output-dir", str(tmp_path / "bad"), "--columns", "sentence1,missing"
-    )
+    code, err = train_here("--config", str(config), "-o", str(tmp_path / "bad"), "--columns", "sentence1,missing")
     assert code == 2 and "psp: error: --columns: missing not in" in err
     # train.py is the same command.
-    result = run_train("--config", str(config), "--output-dir", str(tmp_path / "script"), "--max-steps", "1")
+    result = run_train("--config", str(config), "-o", str(tmp_path / "script"), "--max-steps", "1")
     assert result.returncode == 0 and metrics(tmp_path / "script")[-1]["step"] == 1, result.stderr
 
 
@@ -317,7 +315,7 @@ def test_trains_from_a_hub_dataset_id(tmp_path, tiny_tokenizer, hub_server, trai
     code, err = train_here(
         "--data",
         repo_id,
-        "--output-dir",
+        "-o",
         str(out),
         "--tokenizer",
         str(tiny_tokenizer),

@@ -178,7 +178,7 @@ def test_threshold_flag_parses_as_a_float(tmp_path):
         [
             "--data",
             "x.tsv",
-            "--output-dir",
+            "-o",
             "o",
             "--teacher-cache",
             str(cache),

@@ -107,7 +107,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, tiny_tok
     pairs = english_pairs(tmp_path / "pairs.tsv", 200)
     common = small_run(pairs, tiny_tokenizer, "--save-every", "4", "--epochs", "2")
     reference = tmp_path / "reference"
-    assert train_here(*common, "--output-dir", str(reference))[0] == 0
+    assert train_here(*common, "-o", str(reference))[0] == 0
 
     out = tmp_path / "full"
     pointer = out / "training" / "checkpoint.json"
@@ -119,7 +119,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, tiny_tok
         return real_save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", save_until_a_checkpoint_exists)
-    code, err = train_here(*common, "--output-dir", str(out))
+    code, err = train_here(*common, "-o", str(out))
     monkeypatch.undo()
     assert code == 2
     line = one_error_line(err)
@@ -129,7 +129,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, tiny_tok
     assert not list((out / "training").glob(".checkpoint-tmp-*"))  # the half-written folder is gone
     assert read_checkpoint_state(out / "training")["step"] == 4
     # The kept checkpoint continues to the same weights as an uninterrupted run.
-    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    code, err = train_here(*common, "-o", str(out), "--resume")
     assert code == 0, err
     expected, got = load_file(reference / "model.safetensors"), load_file(out / "model.safetensors")
     assert torch.equal(expected["embeddings.weight"], got["embeddings.weight"])
@@ -144,7 +144,7 @@ def test_sigterm_during_a_checkpoint_removes_its_temporaries_and_resumes(tmp_pat
     out = tmp_path / "killed"
     training = out / "training"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "train.py"), *common, "--output-dir", str(out)],
+        [sys.executable, str(REPO / "train.py"), *common, "-o", str(out)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -171,7 +171,7 @@ def test_sigterm_during_a_checkpoint_removes_its_temporaries_and_resumes(tmp_pat
         folder.mkdir()
         (folder / "model.safetensors").write_bytes(b"x" * 1000)
     (training / ".metrics.jsonl.k2j3.tmp").write_text("{}")
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--no-quiet", "--max-steps", str(step + 1))
+    code, err = train_here(*common, "-o", str(out), "--resume", "--no-quiet", "--max-steps", str(step + 1))
     assert code == 0, err
     assert all(not path.exists() for path in stale) and not (training / ".metrics.jsonl.k2j3.tmp").exists()
     assert "left by an earlier run that was killed" in err
@@ -181,23 +181,21 @@ def test_sigterm_during_a_checkpoint_removes_its_temporaries_and_resumes(tmp_pat
 # ------------------------------------------------------------------------------------ item 4: --lang
 def test_declared_language_is_checked_against_the_data(tmp_path, tiny_tokenizer, train_here):
     bitext = german_english(tmp_path / "de-en.tsv", 120)
-    code, err = train_here(*small_run(bitext, tiny_tokenizer), "--lang", "fr", "--output-dir", str(tmp_path / "fr"))
+    code, err = train_here(*small_run(bitext, tiny_tokenizer), "--lang", "fr", "-o", str(tmp_path / "fr"))
     assert code == 2
     line = one_error_line(err)
     assert "--lang fr" in line and "de, en" in line and "--lang de" in line
     assert not (tmp_path / "fr").exists()  # refused before anything was written
 
     english = english_pairs(tmp_path / "en.tsv", 120)
-    code, err = train_here(*small_run(english, tiny_tokenizer), "--lang", "de", "--output-dir", str(tmp_path / "de"))
+    code, err = train_here(*small_run(english, tiny_tokenizer), "--lang", "de", "-o", str(tmp_path / "de"))
     assert code == 2
     line = one_error_line(err)
     assert "--lang de" in line and "does not look like de" in line and "finds en" in line
 
     # The right declaration trains (and the card is the German one).
     out = tmp_path / "ok"
-    code, err = train_here(
-        *small_run(bitext, tiny_tokenizer), "--lang", "de", "--max-steps", "2", "--output-dir", str(out)
-    )
+    code, err = train_here(*small_run(bitext, tiny_tokenizer), "--lang", "de", "--max-steps", "2", "-o", str(out))
     assert code == 0, err
     assert "p-sp-de" in (out / "README.md").read_text()
 
@@ -220,12 +218,12 @@ def _with_bad_line(path: Path, bad: bytes, at: int = 30) -> Path:
 )
 def test_malformed_training_lines_name_file_and_line_or_are_skipped(tmp_path, tiny_tokenizer, train_here, bad, message):
     pairs = _with_bad_line(tmp_path / "pairs.tsv", bad)
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(tmp_path / "stop"))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(tmp_path / "stop"))
     assert code == 2
     assert f"{pairs}:31: {message}" in one_error_line(err)
 
     out = tmp_path / "skip"
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--skip-bad-lines", "--output-dir", str(out))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--skip-bad-lines", "-o", str(out))
     assert code == 0, err
     assert f"skipped bad line: {pairs}:31:" in err
     counted = [record for record in metrics(out) if record["event"] == "bad_lines"]
@@ -238,13 +236,11 @@ def test_truncated_gzip_names_the_last_good_line(tmp_path, tiny_tokenizer, train
     packed = gzip.compress(text)
     truncated = tmp_path / "pairs.tsv.gz"
     truncated.write_bytes(packed[: len(packed) // 2])
-    code, err = train_here(*small_run(truncated, tiny_tokenizer), "--output-dir", str(tmp_path / "gz"))
+    code, err = train_here(*small_run(truncated, tiny_tokenizer), "-o", str(tmp_path / "gz"))
     assert code == 2
     line = one_error_line(err)
     assert f"{truncated}: truncated or corrupt after line" in line
-    code, err = train_here(
-        *small_run(truncated, tiny_tokenizer), "--skip-bad-lines", "--output-dir", str(tmp_path / "gz-skip")
-    )
+    code, err = train_here(*small_run(truncated, tiny_tokenizer), "--skip-bad-lines", "-o", str(tmp_path / "gz-skip"))
     assert code == 0, err
     assert "the rest of the file is skipped" in err
 
@@ -254,12 +250,12 @@ def test_torn_metrics_line_and_lines_past_the_checkpoint_are_dropped_on_resume(t
     pairs = english_pairs(tmp_path / "pairs.tsv", 120)
     common = small_run(pairs, tiny_tokenizer, "--save-every", "100")
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "4")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "4")[0] == 0
     log = out / "training" / "metrics.jsonl"
     with open(log, "a", encoding="utf-8") as handle:  # what a run killed after step 4's checkpoint leaves
         handle.write(json.dumps({"event": "train", "step": 5, "loss": 9.0}) + "\n")
         handle.write('{"event": "train", "step": 6, "lo')  # killed in the middle of a write
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--no-quiet")
+    code, err = train_here(*common, "-o", str(out), "--resume", "--no-quiet")
     assert code == 0, err
     assert "dropped 1 torn line(s)" in err
     records = metrics(out)  # every line parses
@@ -273,7 +269,7 @@ def test_a_fresh_run_drops_the_log_of_a_run_killed_before_its_first_checkpoint(t
     out = tmp_path / "run"
     (out / "training").mkdir(parents=True)
     (out / "training" / "metrics.jsonl").write_text('{"event": "train", "step": 1, "loss": 7.0}\n{"event": "tr')
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(out))
     assert code == 0, err
     assert all(record.get("loss") != 7.0 for record in metrics(out))
 
@@ -284,7 +280,7 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, tiny_tokenizer, train_her
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tiny_tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     training = out / "training"
     folder = CheckpointStore(training).folder()
     if damage == "truncate-weights":
@@ -294,7 +290,7 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, tiny_tokenizer, train_her
         (training / "checkpoint.json").write_text('{"folder": ')
     else:
         (folder / "random_states_0.pkl").unlink()
-    code, err = train_here(*common, "--output-dir", str(out), "--resume")
+    code, err = train_here(*common, "-o", str(out), "--resume")
     assert code == 2
     line = one_error_line(err)
     assert f"the checkpoint in {training} is unusable" in line and f"Remove {training}" in line
@@ -312,7 +308,7 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, tiny_tokenizer, train_her
 def test_bad_numbers_are_refused_before_any_work(tmp_path, tiny_tokenizer, train_here, flags, message):
     pairs = english_pairs(tmp_path / "pairs.tsv", 10)
     out = tmp_path / "never"
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), *flags, "--output-dir", str(out))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), *flags, "-o", str(out))
     assert code == 2 and message in one_error_line(err)
     assert not out.exists()  # nothing was written
 
@@ -321,9 +317,9 @@ def test_unwritable_output_dir_is_refused_before_any_work(tmp_path, tiny_tokeniz
     pairs = english_pairs(tmp_path / "pairs.tsv", 10)
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(a_file))
     assert code == 2 and "exists and is not a folder" in one_error_line(err)
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(a_file / "model"))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(a_file / "model"))
     assert code == 2 and f"--output {a_file / 'model'}: cannot write there ({a_file} is not a folder)" in (
         one_error_line(err)
     )
@@ -335,9 +331,9 @@ def test_a_checkpoint_of_the_earlier_format_is_named(tmp_path, tiny_tokenizer, t
     out = tmp_path / "old"
     (out / "training").mkdir(parents=True)
     (out / "training" / "checkpoint.pt").write_bytes(b"an earlier single-file checkpoint")
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out), "--resume")
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(out), "--resume")
     assert code == 2 and "earlier psp-hf version, which cannot be resumed" in one_error_line(err)
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(out))
     assert code == 2 and "already holds a training run" in one_error_line(err)
 
 
@@ -354,7 +350,7 @@ def test_full_disk_while_logging_is_one_error_line(tmp_path, tiny_tokenizer, tra
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", open_without_space)
-    code, err = train_here(*small_run(pairs, tiny_tokenizer), "--output-dir", str(out))
+    code, err = train_here(*small_run(pairs, tiny_tokenizer), "-o", str(out))
     monkeypatch.undo()
     assert code == 2
     assert f"cannot write {out / 'training' / 'metrics.jsonl'}: No space left on device" in one_error_line(err)
@@ -368,8 +364,8 @@ def test_issue_reproductions_on_the_real_data(tmp_path, train_here):
     captions = root / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
     if not (bitext.is_file() and captions.is_file()):
         pytest.skip(f"real data not found at {root}; set PSP_DATA to the shared data folder")
-    code, err = train_here("--data", str(bitext), "--lang", "fr", "--output-dir", str(tmp_path / "fr"), "--quiet")
+    code, err = train_here("--data", str(bitext), "--lang", "fr", "-o", str(tmp_path / "fr"), "--quiet")
     assert code == 2 and "--lang fr" in one_error_line(err) and "de" in one_error_line(err)
     assert not (tmp_path / "fr" / "README.md").exists()
-    code, err = train_here("--data", str(captions), "--lang", "de", "--output-dir", str(tmp_path / "de"), "--quiet")
+    code, err = train_here("--data", str(captions), "--lang", "de", "-o", str(tmp_path / "de"), "--quiet")
     assert code == 2 and "does not look like de" in one_error_line(err) and "finds en" in one_error_line(err)

@@ -148,10 +148,10 @@ def test_cli_flag_reaches_the_run_and_bad_names_are_one_error_line(tmp_path, tok
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("sentence1\tsentence2\n" + "".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
     common = ["train", "--data", str(pairs), "--tokenizer", str(tokenizer), "--dim", "8", "--dev", "none", "--quiet"]
-    assert main([*common, "--output-dir", str(tmp_path / "bad"), "--report-to", "tensorbored"]) == 2
+    assert main([*common, "-o", str(tmp_path / "bad"), "--report-to", "tensorbored"]) == 2
     assert "psp: error: --report-to: unknown tracker 'tensorbored'" in capsys.readouterr().err
     pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
     out = tmp_path / "cli"
-    assert main([*common, "--output-dir", str(out), "--max-steps", "6", "--report-to", "tensorboard"]) == 0
+    assert main([*common, "-o", str(out), "--max-steps", "6", "--report-to", "tensorboard"]) == 0
     assert list((out / "training" / "runs").glob("events.out.tfevents.*"))
     assert json.loads((out / "training" / "args.json").read_text())["report_to"] == "tensorboard"

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
 
 from ..errors import PSPInputError
-from .flags import Parser
+from .flags import Parser, add_verbosity
+
+logger = logging.getLogger(__name__)
 
 # Command -> (module of this package, one-line help).
 COMMANDS = {
@@ -49,12 +52,16 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     """The full parser of `psp NAME`."""
     parser = Parser(prog=f"psp {name}", description=COMMANDS[name][1])
     command_module(name).add_arguments(parser)
+    add_verbosity(parser)
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `psp` itself: the list of commands (each command's own flags are in `command_parser`)."""
+    from .. import __version__
+
     parser = Parser(prog="psp", description="Fast paraphrastic sentence embeddings (P-SP).")
+    parser.add_argument("--version", action="version", version=f"psp {__version__}", help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -78,9 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..io.files import Terminated
     from ..logs import show_on_stderr
 
-    show_on_stderr(quiet=getattr(args, "quiet", False))
+    show_on_stderr(quiet=args.quiet, verbose=args.verbose)
 
-    if getattr(args, "quiet", False):
+    if args.quiet:
         _quiet_libraries()
     try:
         return int(runner(args) or 0)
@@ -95,10 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         return _fail(f"{where}{error.strerror or error}")
     except KeyboardInterrupt:
-        print("psp: interrupted", file=sys.stderr)
+        logger.error("psp: interrupted")
         return 130
     except Terminated as terminated:
-        print("psp: terminated; partial output removed", file=sys.stderr)
+        logger.error("psp: terminated; partial output removed")
         return 128 + terminated.signum
 
 
@@ -122,5 +129,5 @@ def _quiet_libraries() -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"psp: error: {message}", file=sys.stderr)
+    logger.error("psp: error: %s", message)
     return 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ from pathlib import Path
 from ..errors import PSPInputError
 from . import flags
 from .flags import positive_int
+
+logger = logging.getLogger(__name__)
 
 # Measure name -> (flag stem, help text of the measure).
 _BOUNDED = {
@@ -78,7 +81,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for stem, text in _BOUNDED.values():
         group.add_argument(f"--min-{stem}", type=float, default=None, help=f"lowest {text}")
         group.add_argument(f"--max-{stem}", type=float, default=None, help=f"highest {text}")
-    flags.add_quiet(parser)
     parser.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
 
@@ -207,14 +209,12 @@ def run(args: argparse.Namespace) -> int:
     }
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     write_card(out, report, args.src_lang, repo_id=args.push_to_hub)
-    if not args.quiet:
-        print(_summary(out, translation, filtering), file=sys.stderr)
+    logger.info(_summary(out, translation, filtering))
     if args.push_to_hub:
         from ..data.dataset_repo import push_dataset
 
         url = push_dataset(out, args.push_to_hub, private=args.private, commit_message="psp backtranslate")
-        if not args.quiet:
-            print(f"pushed to {url}", file=sys.stderr)
+        logger.info("pushed to %s", url)
     return 0
 
 

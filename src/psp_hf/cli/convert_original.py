@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from pathlib import Path
 
 from ..errors import PSPInputError
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="required: the original checkpoints are pickles, which can run code when read; pass this only for "
         "files you trust (tensors are read with torch's restricted loader first)",
     )  # fmt: skip
-    flags.add_quiet(parser, "print nothing but errors")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
         args.checkpoint, args.sp_model, side=args.side, trust_pickle=args.trust_pickle
     )
     save_converted(encoder, args.sp_model, output, overwrite=args.overwrite)
-    if not args.quiet:
-        print(report.summary(), file=sys.stderr)
-        print(f"wrote {output}: {encoder!r}", file=sys.stderr)
+    logger.info(report.summary())
+    logger.info("wrote %s: %r", output, encoder)
     return 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 
 from . import flags
 from .rows import Skipped, WriteBehind, progress, read_ahead, sentence_batches
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,10 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="text file, one sentence a line (.gz ok; - reads stdin)")
     flags.add_model(parser)
     flags.add_output(parser, required=True, help="output .npy file (written atomically)")
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=1024, help="sentences per encode batch (default 1024)")
     flags.add_threads(parser, "encode threads")
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    flags.add_quiet(parser)
     flags.add_skip_bad_lines(
         parser, "skip lines that are not UTF-8 or have the wrong number of columns (reported on stderr)"
     )
@@ -60,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     if skipped.count:
-        print(skipped.summary(args.input) + " (their rows are NaN)", file=sys.stderr)
-    if not args.quiet:
-        print(f"wrote {args.output}: {n_rows} x {model.dim} float32 (row i = line i + 1)", file=sys.stderr)
+        logger.warning(skipped.summary(args.input) + " (their rows are NaN)")
+    logger.info("wrote %s: %d x %d float32 (row i = line i + 1)", args.output, n_rows, model.dim)
     return 0

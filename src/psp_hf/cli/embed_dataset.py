@@ -11,6 +11,7 @@ The work is `psp_hf.corpus.embed_dataset`; this module holds the flags and the -
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(.gz ok), a folder of them, or a Hugging Face Hub dataset id (streamed)",
     )
     flags.add_model(parser)
-    flags.add_output(
-        parser, old=("--output-dir",), required=True, help="folder for the shards (created; reused to resume)"
-    )
+    flags.add_output(parser, required=True, help="folder for the shards (created; reused to resume)")
     parser.add_argument("--column", default=None, help="field holding the sentences (TSV/JSONL/parquet/Hub)")
     parser.add_argument("--data-config", default=None, help="Hub dataset configuration name")
     parser.add_argument("--split", default="train", help="Hub dataset split (default: train)")
@@ -48,7 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_threads(parser, "encode threads, shared among the --num-proc processes")
     parser.add_argument("--num-proc", type=int, default=1, help="local processes, each with its share of the shards")
     parser.add_argument("--normalize", action="store_true", help="L2-normalise the embeddings")
-    flags.add_quiet(parser)
 
 
 def _child_command(args: argparse.Namespace, threads: int) -> list[str]:
@@ -113,11 +113,7 @@ def run(args: argparse.Namespace) -> int:
             raise PSPInputError(
                 f"process(es) {failed} failed (exit codes {[codes[r] for r in failed]}); rerun to resume"
             )
-        if not args.quiet:
-            print(
-                f"wrote {args.output} with {args.num_proc} processes in {time.perf_counter() - start:.1f} s",
-                file=sys.stderr,
-            )
+        logger.info("wrote %s with %d processes in %.1f s", args.output, args.num_proc, time.perf_counter() - start)
         return 0
     from ..corpus.embed_dataset import embed_dataset, process_rank
     from ..encoder import load
@@ -148,12 +144,10 @@ def run(args: argparse.Namespace) -> int:
         world_size=world,
         show_progress=not args.quiet and sys.stderr.isatty(),
     )
-    if not args.quiet:
-        seconds = time.perf_counter() - start
-        print(
-            f"rank {rank}/{world}: {counts['rows']} input rows in {counts['shards']} shards; embedded "
-            f"{counts['embedded_rows']} rows ({counts['embedded_shards']} shards, {counts['skipped_shards']} already "
-            f"done) in {seconds:.1f} s ({counts['embedded_rows'] / max(seconds, 1e-9):,.0f} sentences/s)",
-            file=sys.stderr,
-        )
+    seconds = time.perf_counter() - start
+    logger.info(
+        f"rank {rank}/{world}: {counts['rows']} input rows in {counts['shards']} shards; embedded "
+        f"{counts['embedded_rows']} rows ({counts['embedded_shards']} shards, {counts['skipped_shards']} already "
+        f"done) in {seconds:.1f} s ({counts['embedded_rows'] / max(seconds, 1e-9):,.0f} sentences/s)"
+    )
     return 0

@@ -9,10 +9,13 @@ Heavy imports (numpy, torch, evaluate, scikit-learn) happen inside `run`, so `ps
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +105,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="cpu", help="device for sentence-transformers models (default: cpu; psp runs on cpu)"
     )
-    flags.add_quiet(parser, "no progress bars or per-task log lines")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,8 +132,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
 
     def log(line: str) -> None:
-        if not args.quiet:
-            print(line, file=sys.stderr, flush=True)
+        logger.info(line)
 
     # Every model is loaded before any task runs, so a broken second model cannot throw away the first's results.
     encoders = [load_encoder(model_id, kind=args.model_kind, device=args.device) for model_id in args.models]
@@ -168,17 +169,15 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(evaluations, settings)
     modified = report["data"]["modified_files"]
     if data_dir is not None and not os.path.isfile(os.path.join(data_dir, "MANIFEST.tsv")):
-        print(
+        logger.warning(
             f"psp: warning: {data_dir}/MANIFEST.tsv is missing: the data files read could not be checked against "
-            "their checksums (data.all_match_manifest is null in the JSON report)",
-            file=sys.stderr,
+            "their checksums (data.all_match_manifest is null in the JSON report)"
         )
     if modified:
-        print(
+        logger.warning(
             f"psp: warning: {len(modified)} data file(s) differ from {report['data']['dir']}/MANIFEST.tsv: "
             f"{', '.join(modified)}; these results were measured on modified data (data.modified_files in the "
-            "JSON report)",
-            file=sys.stderr,
+            "JSON report)"
         )
     sys.stdout.write(markdown_report(report))
     if args.output is not None:

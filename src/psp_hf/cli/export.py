@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 from pathlib import Path
 
 from ..errors import PSPInputError
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="psp",
         help="psp (loads in psp and transformers) or model2vec (loads in model2vec and sentence-transformers)",
     )
-    flags.add_quiet(parser, "no summary line")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         os.replace(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if not args.quiet:
-        print(f"psp export: wrote {output} ({folder_megabytes(output):.1f} MB, {args.format})")
+    logger.info("psp export: wrote %s (%.1f MB, %s)", output, folder_megabytes(output), args.format)
     return 0
 
 

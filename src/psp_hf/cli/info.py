@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import flags
+from ..logs import write_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `psp info`."""
     parser.add_argument("model", help="model folder or Hub repo id")
-    flags.add_quiet(parser, "no effect (the JSON is the output)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
         "parameters": settings.vocab_size * settings.hidden_size
         + (settings.vocab_size if settings.use_piece_weights else 0),
     }
-    print(json.dumps(info, indent=2))
+    write_result(json.dumps(info, indent=2))
     return 0

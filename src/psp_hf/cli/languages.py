@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from ..data.sources.fragments import FRAGMENT_LANGUAGES, FRAGMENTS
@@ -23,6 +24,7 @@ from ..experiments.languages import (
 )
 from ..experiments.languages_data import check_data
 from ..experiments.multilingual_model import build_multilingual
+from ..logs import write_result
 from ..training.data.multilingual import (
     BITEXT_TARGETS,
     MONO_WEIGHT,
@@ -30,6 +32,8 @@ from ..training.data.multilingual import (
     MULTILINGUAL_DEFAULT_TARGETS,
 )
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
     parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
     parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--vocab-size", type=int, default=50_000)
+    parser.add_argument(
+        "--dim",
+        type=int,
+        default=None,
+        help="embedding dimension of a model trained from scratch (default 1024); a model started from "
+        "--init-rows-from has that model's dimension, and --dim is then ignored (with a warning)",
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, default=50_000, help="sentencepiece vocabulary of each language's data (50,000)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
     parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
     parser.add_argument(
@@ -81,7 +93,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_data_arguments(parser)
     _add_multilingual_arguments(parser)
     parser.add_argument("--train-args", default="", help="more psp train flags, e.g. '--margin-weight 0.5'")
-    flags.add_quiet(parser, "no effect (each step reports on stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     if args.mono_fragments is not None and args.mono_fragments < 0:
         raise PSPInputError(f"--mono-fragments {args.mono_fragments}: give a count of spans, 0 for none")
+    if args.dim is not None and args.init_rows_from:
+        logger.warning("psp languages: --dim %d is ignored: the models take --init-rows-from's dimension", args.dim)
     out = Path(args.output)
     settings = Settings(
         out=out,
@@ -109,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         teacher_cache=Path(args.teacher_cache) if args.teacher_cache else out / "teacher-cache",
         minutes=args.minutes,
         epochs=args.epochs,
-        dim=args.dim,
+        dim=args.dim or 1024,
         vocab_size=args.vocab_size,
         limit=args.limit,
         registry=args.registry,
@@ -139,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]
     multilingual = build_multilingual(languages, settings) if args.multilingual else None
-    print(write_summary(out, rows, multilingual))
+    write_result(write_summary(out, rows, multilingual))
     return 0
 
 

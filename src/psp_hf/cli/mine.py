@@ -9,12 +9,14 @@ Inputs are `.npy` arrays (row i = input row i) or `psp embed-dataset` folders (r
 from __future__ import annotations
 
 import argparse
+import logging
 import math
-import sys
 import time
 from pathlib import Path
 
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--nprobe", type=int, default=32, help="lists searched by the approximate index (default: 32)")
     flags.add_threads(parser, "Faiss threads")
-    flags.add_quiet(parser, "no summary")
 
 
 def write_pairs(path: str | Path, columns: dict) -> None:
@@ -87,7 +88,7 @@ def _finite_rows(rows, embeddings, path) -> tuple:
         keep[start : start + 65536] = np.isfinite(embeddings[start : start + 65536]).all(axis=1)
     if keep.all():
         return rows, embeddings
-    print(f"psp mine: {path}: skipped {int((~keep).sum())} row(s) holding NaN or infinity", file=sys.stderr)
+    logger.warning("psp mine: %s: skipped %d row(s) holding NaN or infinity", path, int((~keep).sum()))
     return rows[keep], np.ascontiguousarray(embeddings[keep])
 
 
@@ -125,10 +126,8 @@ def run(args: argparse.Namespace) -> int:
         src, tgt, cos = mine_threshold(source, target, args.threshold, k, args.index, args.nprobe)
         columns = {"source_row": source_rows[src], "target_row": target_rows[tgt], "cosine": cos}
     write_pairs(args.output, columns)
-    if not args.quiet:
-        print(
-            f"wrote {args.output}: {len(src)} pairs ({args.mode}, k={k}, index {args.index}) from {len(source)} x "
-            f"{len(source) if target is None else len(target)} embeddings in {time.perf_counter() - start:.1f} s",
-            file=sys.stderr,
-        )
+    logger.info(
+        f"wrote {args.output}: {len(src)} pairs ({args.mode}, k={k}, index {args.index}) from {len(source)} x "
+        f"{len(source) if target is None else len(target)} embeddings in {time.perf_counter() - start:.1f} s"
+    )
     return 0

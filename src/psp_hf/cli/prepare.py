@@ -81,7 +81,6 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
         "--no-tokenizer", dest="train_tokenizer", action="store_false", help="do not train the sentencepiece vocabulary"
     )
     group.add_argument("--batch-size", type=positive_int, default=8192, help="pairs per filtering batch")
-    flags.add_quiet(group)
 
 
 def _add_length(parser: argparse.ArgumentParser, low: int, high: int) -> None:
@@ -95,7 +94,9 @@ def _add_length(parser: argparse.ArgumentParser, low: int, high: int) -> None:
         help="words = whitespace tokens; chars = non-space characters; auto: chars for languages written "
         "without spaces (zh, ja, th, ...), words otherwise",
     )
-    group.add_argument("--no-length-filter", dest="length_filter", action="store_false")
+    group.add_argument(
+        "--no-length-filter", dest="length_filter", action="store_false", help="keep pairs of any length"
+    )
 
 
 def _add_candidates(parser) -> None:
@@ -145,14 +146,18 @@ def add_arguments(parser: flags.Parser) -> None:
     group.add_argument(
         "--score-model", default=None, help="psp model (folder or Hub id) whose cosine is the paraphrase score"
     )
-    group.add_argument("--no-score-filter", dest="score_filter", action="store_false")
+    group.add_argument(
+        "--no-score-filter", dest="score_filter", action="store_false", help="keep pairs of any paraphrase score"
+    )
     group.add_argument(
         "--max-overlap",
         type=float,
         default=0.5,
         help="maximum trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
-    group.add_argument("--no-overlap-filter", dest="overlap_filter", action="store_false")
+    group.add_argument(
+        "--no-overlap-filter", dest="overlap_filter", action="store_false", help="keep pairs of any trigram overlap"
+    )
     _add_evaluation_flag(group)
     _add_length(para, 5, 40)
     _add_output(para)
@@ -194,8 +199,9 @@ def add_arguments(parser: flags.Parser) -> None:
         help="pairs per source (a larger source is sampled evenly over its entries)",
     )
     registry.add_argument("--no-langid", dest="langid", action="store_false", help="skip language identification")
-    registry.add_argument("--vocab-size", type=positive_int, default=50000)
-    flags.add_quiet(registry, "no summary")
+    registry.add_argument(
+        "--vocab-size", type=positive_int, default=50000, help="sentencepiece vocabulary trained on the output (50000)"
+    )
     from .prepare_sources import add_source_commands
 
     add_source_commands(parser)

@@ -14,6 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..logs import write_result
 from . import flags
 from .flags import positive_int
 
@@ -49,9 +50,12 @@ def add_language_commands(prepare: flags.Parser) -> None:
         flags.add_output(parser, required=True, help="output folder")
         parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
         flags.add_data_dir(parser)
-    bitext.add_argument("--vocab-size", type=positive_int, default=50_000)
-    flags.add_quiet(bitext, "no summary")
-    flags.add_quiet(mono, "no report on stdout")
+    bitext.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=50_000,
+        help="sentencepiece vocabulary of the output (50,000)",
+    )
 
 
 def _run_bitext_sources(args: argparse.Namespace) -> int:
@@ -84,10 +88,9 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
         shutil.rmtree(staging, ignore_errors=True)
     report["sources"] = source_licences(chosen, "data folder")
     add_licences(Path(report["path"]), report)
-    if not args.quiet:
-        from .prepare_sources import print_summary
+    from .prepare_sources import print_summary
 
-        print_summary(report)
+    print_summary(report)
     return 0
 
 
@@ -104,8 +107,7 @@ def _run_mono(args: argparse.Namespace) -> int:
     if not chosen:
         raise PSPInputError(f"--sources {args.sources!r}: no monolingual source for {args.lang}")
     report = prepare_mono(chosen, data_dir(args.data_dir), args.lang, args.output, limit=args.limit)
-    if not args.quiet:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+    write_result(json.dumps(report, indent=2, ensure_ascii=False))
     return 0
 
 

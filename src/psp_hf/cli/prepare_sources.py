@@ -8,13 +8,17 @@ parses, as a hidden old name of the same subcommand.
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import sys
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..logs import write_result
 from . import flags
 from .flags import fraction, positive_int
+
+logger = logging.getLogger(__name__)
 
 
 def _names(value: str) -> list[str]:
@@ -36,8 +40,6 @@ def add_source_commands(prepare: flags.Parser) -> None:
     flags.add_output(corpus, required=True, help="output folder (files replaced atomically)")
     flags.add_data_dir(corpus)
     corpus.add_argument("--no-registry", action="store_true", help="only the shared data folder")
-    flags.add_quiet(corpus, "no report on stdout")
-    prepare.add_old_subcommand_name("pool", "distill-corpus")
 
     label = prepare.add_subcommand(
         "label",
@@ -51,7 +53,7 @@ def add_source_commands(prepare: flags.Parser) -> None:
         help="corpus folder, parquet or txt from `psp prepare distill-corpus`, or a `psp prepare bitext` folder (its "
         "English side)",
     )
-    flags.add_output(label, old=("--cache",), required=True, help="cache folder (created; resumed when it exists)")
+    flags.add_output(label, required=True, help="cache folder (created; resumed when it exists)")
     label.add_argument(
         "--teacher",
         default=None,
@@ -73,9 +75,8 @@ def add_source_commands(prepare: flags.Parser) -> None:
     label.add_argument(
         "--batch-size", type=positive_int, default=None, help="sentences per teacher batch (default 16; torch: 64)"
     )
-    label.add_argument("--device", default="cpu")
+    label.add_argument("--device", default="cpu", help="device the teacher runs on (default cpu)")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
-    flags.add_quiet(label, "no summary line")
 
     mine = prepare.add_subcommand(
         "mine-pairs",
@@ -93,7 +94,6 @@ def add_source_commands(prepare: flags.Parser) -> None:
         help="drop pairs at or above this trigram overlap, shared / trigrams of the shorter side (default 0.5)",
     )
     mine.add_argument("--nprobe", type=positive_int, default=2, help="clusters searched per sentence in large corpora")
-    flags.add_quiet(mine, "no summary line")
 
 
 def _run_distill_corpus(args: argparse.Namespace) -> int:
@@ -107,8 +107,7 @@ def _run_distill_corpus(args: argparse.Namespace) -> int:
     result = build_distill_corpus(
         args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources()
     )
-    if not args.quiet:
-        print(json.dumps(result.report, indent=2, ensure_ascii=False))
+    write_result(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -139,8 +138,7 @@ def _run_label(args: argparse.Namespace) -> int:
         backend=args.backend,
         max_sentences=args.max_sentences,
     )
-    if not args.quiet:
-        print(f"labelled {count} new sentence(s) of {total} in {seconds:.1f} s ({args.threads} thread(s))")
+    logger.info("labelled %d new sentence(s) of %d in %.1f s (%d thread(s))", count, total, seconds, args.threads)
     return 0
 
 
@@ -171,8 +169,9 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     )
     seconds = time.perf_counter() - started
     side = "" if both else " English"
-    if not args.quiet:
-        print(f"labelled {count} new{side} sentence(s) of {len(english)} in {seconds:.1f} s ({args.threads} thread(s))")
+    logger.info(
+        "labelled %d new%s sentence(s) of %d in %.1f s (%d thread(s))", count, side, len(english), seconds, args.threads
+    )
     return 0
 
 
@@ -210,11 +209,10 @@ def _run_mine_pairs(args: argparse.Namespace) -> int:
     mined, total = mine_cache(
         cache, args.output, threshold=args.threshold, max_trigram_overlap=args.max_trigram_overlap, nprobe=args.nprobe
     )
-    if not args.quiet:
-        print(
-            f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
-            f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.output}"
-        )
+    logger.info(
+        f"{len(mined.pairs)} pairs from {total} sentences (below threshold {mined.below_threshold}, "
+        f"near-copies {mined.near_copies}, symmetric duplicates {mined.duplicates}) -> {args.output}"
+    )
     return 0
 
 
@@ -234,8 +232,7 @@ def _run_registry_bitext(args: argparse.Namespace) -> int:
         vocab_size=args.vocab_size,
         command=shlex.join(["psp", *sys.argv[1:]]),
     )
-    if not args.quiet:
-        print_summary(report)
+    print_summary(report)
     return 0
 
 
@@ -248,7 +245,7 @@ SOURCE_COMMANDS = {
 
 
 def print_summary(report: dict) -> None:
-    """What `psp prepare` did, on stderr: pairs in and out, and what each step removed."""
+    """What `psp prepare` did, as status lines: pairs in and out, and what each step removed."""
     lines = [f"pairs in: {report['pairs_in']:,}"]
     if report["bad_lines"]["count"]:
         lines.append(f"bad lines skipped: {report['bad_lines']['count']:,}")
@@ -267,4 +264,4 @@ def print_summary(report: dict) -> None:
         lines.append(f"pushed to {report['url']}")
     if not where:
         lines.append("nothing written")
-    print("\n".join(lines), file=sys.stderr)
+    logger.info("\n".join(lines))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 from ..errors import PSPInputError
-from . import flags
+from ..logs import write_result
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON file of the untrained (random) table's results, shown beside --eval-results",
     )  # fmt: skip
     card.add_argument("--training-info", type=Path, help="JSON file of the training run's settings for the card")
-    flags.add_quiet(parser, "print nothing but errors")
 
 
 def _read_json(path: Path | None, option: str) -> dict | None:
@@ -169,10 +170,9 @@ def _push_dataset(folder: Path, args: argparse.Namespace) -> int:
             commit_message=args.commit_message or DEFAULT_COMMIT_MESSAGE, token=args.token, repo_type="dataset",
         )  # fmt: skip
     except PSPPushError as error:
-        print(f"psp: error: {error}", file=sys.stderr)
+        logger.error("psp: error: %s", error)
         return 1
-    if not args.quiet:
-        print(url)
+    write_result(url)
     return 0
 
 
@@ -194,9 +194,7 @@ def run(args: argparse.Namespace) -> int:
         _read_json(args.baseline_results, "--baseline-results"), folder, "--baseline-results"
     )
 
-    def say(message: str) -> None:
-        if not args.quiet:
-            print(message, file=sys.stderr)
+    say = logger.info
 
     extra: dict[str, bytes | Path] = {}
     encoder = None
@@ -240,9 +238,8 @@ def run(args: argparse.Namespace) -> int:
                 source=source,  # a --quantize-to copy is temporary: the retry names MODEL_DIR
             )
         except PSPPushError as error:
-            print(f"psp: error: {error}", file=sys.stderr)
+            logger.error("psp: error: %s", error)
             return 1
     say(f"pushed {source} to {url}")
-    if not args.quiet:
-        print(url)
+    write_result(url)
     return 0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 
 from ..errors import PSPInputError
 from . import flags
 from .rows import Skipped, batches, progress
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,8 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_output(parser, help="output TSV, written atomically (default or -: stdout)")
     flags.add_columns(parser, "take these two 1-based columns (e.g. 2,3) instead of requiring exactly two")
     parser.add_argument("--header", action="store_true", help="the first line is a header; skip it")
-    parser.add_argument("--batch-size", type=int, default=1024)
-    flags.add_quiet(parser)
+    parser.add_argument("--batch-size", type=int, default=1024, help="pairs per encode batch (default 1024)")
     flags.add_skip_bad_lines(
         parser, "skip lines that are not UTF-8 or have the wrong number of columns (reported on stderr)"
     )
@@ -85,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         handle.flush()
     if bar is not None:
         bar.close()
-    if not to_stdout and not args.quiet:
-        print(f"wrote {args.output}: {written} scored pairs", file=sys.stderr)
+    if not to_stdout:
+        logger.info("wrote %s: %d scored pairs", args.output, written)
     if skipped.count:
-        print(skipped.summary(args.input) + " (left out of the output)", file=sys.stderr)
+        logger.warning(skipped.summary(args.input) + " (left out of the output)")
     return 0

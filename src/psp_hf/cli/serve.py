@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 
 from ..errors import PSPInputError
@@ -65,7 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "start-up) or a psp embed-dataset folder",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
-    flags.add_quiet(parser, "no start-up lines")
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:
@@ -150,15 +148,9 @@ def run(args: argparse.Namespace) -> int:
     )
     app = create_app(models, config, index)
     host, port = sock.getsockname()[:2]
-    if not args.quiet:
-        shown = f"[{host}]" if ":" in host else host
-        names = ", ".join(models)
-        extra = f"; search page over {len(index)} sentences at /" if index is not None else ""
-        print(
-            f"psp serve: {names} on http://{shown}:{port} (POST /v1/embeddings, /embed){extra}",
-            file=sys.stderr,
-            flush=True,
-        )
+    shown = f"[{host}]" if ":" in host else host
+    extra = f"; search page over {len(index)} sentences at /" if index is not None else ""
+    logger.info(f"psp serve: {', '.join(models)} on http://{shown}:{port} (POST /v1/embeddings, /embed){extra}")
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -177,6 +169,5 @@ def run(args: argparse.Namespace) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         sock.close()
-    if not args.quiet:
-        print("psp serve: stopped", file=sys.stderr)
+    logger.info("psp serve: stopped")
     return 0

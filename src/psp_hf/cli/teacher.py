@@ -7,8 +7,11 @@ psp teacher convert-e5 --bin FILE -o DIR      # another E5S1 file
 from __future__ import annotations
 
 import argparse
+import logging
 
 from . import flags
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: flags.Parser) -> None:
@@ -28,7 +31,6 @@ def add_arguments(parser: flags.Parser) -> None:
     convert.add_argument(
         "--max-seq-length", type=int, default=None, help="tokens the folder embeds (default: all positions, 512)"
     )
-    flags.add_quiet(convert, "no summary line")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "convert-e5":
         output = convert_e5(args.bin, args.output, max_seq_length=args.max_seq_length)
-        if not args.quiet:
-            megabytes = folder_megabytes(output)
-            print(f"psp teacher convert-e5: wrote {output} ({megabytes:.0f} MB); use it as --teacher {output}")
+        megabytes = folder_megabytes(output)
+        logger.info(f"psp teacher convert-e5: wrote {output} ({megabytes:.0f} MB); use it as --teacher {output}")
     return 0

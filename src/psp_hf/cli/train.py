@@ -16,18 +16,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import flags
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `psp train` (one per `TrainingArguments` field, `--no-X` beside each boolean, and --config)."""
     from ..training.arguments.training_arguments import add_arguments as add_training_arguments
 
-    # Each field's other spellings (`--output-dir` beside `-o/--output`, `--batch_size`) parse but stay out of --help
-    # (added hidden by `add_field_arguments`); a `flags.Parser` lists them in `old_spellings`.
-    for action, hidden in add_training_arguments(parser):
-        if isinstance(parser, flags.Parser):
-            parser.record_old_spellings(action, hidden)
+    add_training_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

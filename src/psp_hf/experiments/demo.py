@@ -8,12 +8,14 @@ STS-B and SICK-R in one table, then embed and score real sentences with the dist
 where a killed run stopped); the models are retrained. `PSP_DEMO_SENTENCES` sets how many corpus sentences are
 labelled (`PSP_DEMO_POOL`, its name before the corpus was renamed, still works).
 
-Each step prints the `psp` command that does it. The two training steps run in this process
+Each step shows the `psp` command that does it (on stderr, with the other status lines); the table of the three
+models and the list of outputs are the demo's result, on stdout. The two training steps run in this process
 (`TrainingArguments` and `train()`); the others run those commands, so the demo is also a walk-through of the CLI.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -23,17 +25,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..data_folder import data_dir
+from ..logs import write_result
 from ..training.model.initial_tables import save_untrained_like
+
+logger = logging.getLogger(__name__)
 
 
 def _run(step: str, argv: list[str]) -> None:
-    print(f"\n== {step}\n$ {' '.join(argv)}", flush=True)
+    logger.info(f"\n== {step}\n$ {' '.join(argv)}")
     start = time.perf_counter()
     result = subprocess.run(argv)
     if result.returncode:
         # The step printed its own error; a traceback from here would only bury it.
         sys.exit(result.returncode)
-    print(f"   ({time.perf_counter() - start:.1f} s)", flush=True)
+    logger.info(f"   ({time.perf_counter() - start:.1f} s)")
 
 
 def _train(step: str, settings: dict) -> None:
@@ -42,16 +47,16 @@ def _train(step: str, settings: dict) -> None:
     from ..training.arguments.command_line import command_line, with_flags
 
     arguments = with_flags(TrainingArguments(**settings), ())  # no flags on top: checked as psp train checks
-    print(f"\n== {step}\n$ psp train {' '.join(command_line(arguments))}", flush=True)
+    logger.info(f"\n== {step}\n$ psp train {' '.join(command_line(arguments))}")
     start = time.perf_counter()
     train(arguments)
-    print(f"   ({time.perf_counter() - start:.1f} s)", flush=True)
+    logger.info(f"   ({time.perf_counter() - start:.1f} s)")
 
 
 def _fresh(model: Path) -> Path:
     if model.exists():
         # psp train refuses an output folder that holds a run (it would be a --resume); the demo starts afresh.
-        print(f"demo: replacing the previous demo model in {model}", flush=True)
+        logger.info(f"demo: replacing the previous demo model in {model}")
         shutil.rmtree(model)
     return model
 
@@ -60,14 +65,17 @@ def _print_summary(results: Path, seconds: float) -> None:
     import json
 
     report = json.loads(results.read_text(encoding="utf-8"))
-    print(f"\n== the three models, Pearson x100 (STS12-16: the papers' protocol); demo took {seconds / 60:.1f} min\n")
-    print("| model | STS12-16 | STS-B test | SICK-R test |\n|---|---|---|---|")
+    lines = [
+        f"\n== the three models, Pearson x100 (STS12-16: the papers' protocol); demo took {seconds / 60:.1f} min\n",
+        "| model | STS12-16 | STS-B test | SICK-R test |\n|---|---|---|---|",
+    ]
     for entry in report["models"]:
         results_of = entry["results"]
-        print(
+        lines.append(
             f"| {entry['model']['name']} | {entry['summary']['sts12-16']['pearson_mean']:.2f} | "
             f"{results_of['stsb']['test']['pearson']:.2f} | {results_of['sickr']['test']['pearson']:.2f} |"
         )
+    write_result("\n".join(lines))
 
 
 def corpus_folder(out: Path) -> Path:
@@ -93,14 +101,14 @@ def main() -> int:
     try:
         return _demo()
     except PSPInputError as error:
-        print(f"psp: error: {error}", file=sys.stderr)
+        logger.error("psp: error: %s", error)
         return 2
 
 
 def _demo() -> int:
     data = data_dir()
     if not (data / "sts").is_dir():
-        print(f"demo: the real data is missing at {data}; set PSP_DATA", file=sys.stderr)
+        logger.error(f"demo: the real data is missing at {data}; set PSP_DATA")
         return 2
     out = Path(os.environ.get("PSP_DEMO_OUT", "demo_out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -155,9 +163,7 @@ def _demo() -> int:
         + ["-o", str(out / "scored.tsv")],
     )
     _print_summary(out / "results.json", time.perf_counter() - started)
-    print(f"\nDemo outputs in {out}:")
-    for path in sorted(out.iterdir()):
-        print(f"  {path}")
+    write_result("\n".join([f"\nDemo outputs in {out}:", *(f"  {path}" for path in sorted(out.iterdir()))]))
     return 0
 
 

@@ -20,13 +20,15 @@ Labelling is most of the cost: 300,000 sentences at e5's 320 sentences/s on two 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..io.files import atomic_path
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .languages import Settings
@@ -46,7 +48,7 @@ STEPS = ("corpus", "label", "train")
 
 
 def _say(message: str) -> None:
-    print(f"psp languages [en]: {message}", file=sys.stderr, flush=True)
+    logger.info(f"psp languages [en]: {message}")
 
 
 def english_folder(out: Path) -> Path:

@@ -11,7 +11,7 @@ Layout of `--output`:
 
     <xx>/data/            the prepared bitext (psp prepare)
     <xx>/mono/            the prepared monolingual text (sentences.txt.gz, report.json), when chosen
-    <xx>/model/           the model folder (psp train --output-dir), its card rendered with the results
+    <xx>/model/           the model folder (psp train -o), its card rendered with the results
     <xx>/eval.json        psp eval's report
     <xx>/done-<step>      written when a step succeeded; a later run skips that step
     summary.json, summary.md   one row per language
@@ -23,7 +23,7 @@ from its last checkpoint.
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +42,8 @@ from ..data.sources.registry_bitext import (
 from ..errors import PSPInputError
 from ..io.files import atomic_path
 from ..training.data.multilingual import MONO_WEIGHT
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..training.arguments.training_arguments import TrainingArguments
@@ -98,7 +100,7 @@ class Settings:
 
 
 def _say(code: str, message: str) -> None:
-    print(f"psp languages [{code}]: {message}", file=sys.stderr, flush=True)
+    logger.info(f"psp languages [{code}]: {message}")
 
 
 def _done(folder: Path, step: str) -> Path:

@@ -59,6 +59,14 @@ def quantize_table(table: np.ndarray, quantize_to: str) -> dict[str, np.ndarray]
     return {TABLE_KEY: integers, SCALES_KEY: scales}
 
 
+def restore_table(entries: dict[str, np.ndarray]) -> np.ndarray:
+    """The float32 table that `quantize_table`'s `entries` store (as `model_folder.read_weights` reads it back)."""
+    table = entries[TABLE_KEY].astype(np.float32)
+    if SCALES_KEY in entries:
+        table *= entries[SCALES_KEY][:, None]
+    return table
+
+
 def write_smaller_weights(directory: Path, table: np.ndarray, piece_weights: np.ndarray | None, quantize_to: str):
     """Rewrite `directory`'s `model.safetensors` with `table` stored as `quantize_to`, and say so in config.json."""
     from safetensors.numpy import save

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import logging
 import os
 import sys
 from collections.abc import Iterator
 
 from ...errors import PSPInputError
+
+logger = logging.getLogger(__name__)
 
 
 def ppdb_pairs(path: str | os.PathLike, limit: int | None = None) -> Iterator[tuple[str, str]]:
@@ -64,12 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", required=True, help="TSV of pairs to write (.gz ok)")
     parser.add_argument("--limit", type=int, default=None, help="stop after this many pairs")
     args = parser.parse_args(argv)
+    from ...logs import show_on_stderr
+
+    show_on_stderr()
     try:
         count = write_ppdb_tsv(args.input, args.output, args.limit)
     except (PSPInputError, FileNotFoundError) as error:
-        print(f"psp: error: {error}", file=sys.stderr)
+        logger.error("psp: error: %s", error)
         return 2
-    print(f"{count} pairs -> {args.output}", file=sys.stderr)
+    logger.info("%d pairs -> %s", count, args.output)
     return 0
 
 

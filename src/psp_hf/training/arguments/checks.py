@@ -30,7 +30,6 @@ RULES = {
     "fixed_on_resume": "--resume refuses a value other than the checkpointed run's (data order or model change)",
     "pairs_only": "only the margin loss on pairs reads it (left off the card of a distillation-only model)",
     "aliases": "the option strings shown in --help instead of --field-name, e.g. ('-o', '--output')",
-    "old": "earlier spellings that still parse, hidden from --help (their names also load from saved settings)",
     "switch": "a boolean given as a bare switch (no optional true/false value)",
 }
 
@@ -46,28 +45,6 @@ def setting(help_text: str, **rules: Any) -> dict[str, Any]:
 def flag_name(name: str) -> str:
     """`--name-with-dashes`: the flag of field `name` when its metadata gives no aliases."""
     return "--" + name.replace("_", "-")
-
-
-def old_names(cls: type) -> dict[str, str]:
-    """{earlier name: field name} from the `old` spellings of the fields of dataclass `cls` (`--pool-weights` ->
-    `pool_weights`), so that a config file or a checkpoint's saved settings written before a rename still load."""
-    return {
-        option.lstrip("-").replace("-", "_"): spec.name
-        for spec in dataclasses.fields(cls)
-        for option in spec.metadata.get("old", ())
-        if option.startswith("--")
-    }
-
-
-def with_current_names(cls: type, values: dict[str, Any]) -> dict[str, Any]:
-    """Settings of dataclass `cls` with each earlier name (`old_names`) replaced by its field's name (the current
-    name wins where both are given): a config file or a checkpoint written before a rename still loads."""
-    renames = old_names(cls)
-    current = {name: value for name, value in values.items() if name not in renames}
-    for old, name in renames.items():
-        if old in values and name not in values:
-            current[name] = values[old]
-    return current
 
 
 def fields_with(cls: type, rule: str) -> tuple[str, ...]:
@@ -186,14 +163,12 @@ def to_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
-def add_field_arguments(parser: argparse.ArgumentParser, cls: type) -> list[tuple[argparse.Action, tuple[str, ...]]]:
+def add_field_arguments(parser: argparse.ArgumentParser, cls: type) -> list[argparse.Action]:
     """Add one flag per field of dataclass `cls` (`--no-X` beside each boolean); the field's type hint gives the
-    flag's type (`list[...]`: one or more values), its metadata the help, choices and spellings.
+    flag's type (`list[...]`: one or more values), its metadata the help, choices and spelling.
 
     Every flag parses to None when not given, so that a config file can fill it in before the defaults do. A field
-    is shown under its `aliases` or `--name-with-dashes`; its other spellings (`--name_with_underscores`,
-    `--field-name` beside an alias) still parse, added as hidden arguments of their own (`help=argparse.SUPPRESS`)
-    that fill the same field. Returns each shown action with its other spellings.
+    has one spelling: its `aliases` or `--name-with-dashes`. Returns the actions added.
     """
     hints = typing.get_type_hints(cls)
     added = []
@@ -202,16 +177,10 @@ def add_field_arguments(parser: argparse.ArgumentParser, cls: type) -> list[tupl
     return added
 
 
-def _spellings(shown: tuple[str, ...], candidates: tuple[str, ...]) -> tuple[str, ...]:
-    """The `candidates` (spellings of one flag) that `shown` does not already hold, without repeats."""
-    return tuple(option for option in dict.fromkeys(candidates) if option not in shown)
-
-
 def _add_field(parser: argparse.ArgumentParser, spec: dataclasses.Field, hint: Any) -> list:
     rules = spec.metadata
     kind, _optional, is_list = value_type(hint)
     shown = shown_flags(spec)
-    hidden = _spellings(shown, (flag_name(spec.name), "--" + spec.name, *rules.get("old", ())))
     default = field_default(spec)
     help_text = rules["help"]
     if default not in (None, "", []) and not rules.get("switch"):
@@ -225,23 +194,9 @@ def _add_field(parser: argparse.ArgumentParser, spec: dataclasses.Field, hint: A
         options.update(type=kind, choices=rules.get("choices"), nargs="+" if is_list else None)
     if rules.get("aliases") and kind is not bool:
         options["metavar"] = shown[-1].lstrip("-").replace("-", "_").upper()
-    action = parser.add_argument(*shown, **options)
-    _add_hidden(parser, hidden, options)
-    added = [(action, hidden)]
+    added = [parser.add_argument(*shown, **options)]
     if kind is bool:
         long_name = shown[-1]
-        negative = ("--no-" + long_name[2:],)
-        hidden_negative = _spellings(negative, ("--no-" + spec.name.replace("_", "-"), "--no_" + spec.name))
         options = {"action": "store_false", "dest": spec.name, "default": None, "help": f"not {long_name}"}
-        action = parser.add_argument(*negative, **options)
-        _add_hidden(parser, hidden_negative, options)
-        added.append((action, hidden_negative))
+        added.append(parser.add_argument("--no-" + long_name[2:], **options))
     return added
-
-
-def _add_hidden(parser: argparse.ArgumentParser, spellings: tuple[str, ...], options: dict[str, Any]) -> None:
-    """The other `spellings` of a flag added with `options`: an argument of their own filling the same field the same
-    way, left out of --help and usage (`help=SUPPRESS`) and with no default of its own (`default=SUPPRESS`), so it
-    never overwrites the flag's."""
-    if spellings:
-        parser.add_argument(*spellings, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS})

@@ -13,11 +13,8 @@ from ...errors import PSPInputError
 
 def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
     """Read a JSON or YAML config file of the fields of dataclass `cls` (`TrainingArguments`, passed in by
-    `arguments`, which imports this module), by name with dashes or underscores. A field's earlier names (its `old`
-    spellings: `pool_weights` for `corpus_weights`) are read as the field."""
-    from .checks import old_names, with_current_names
-
-    fields, earlier = {spec.name for spec in dataclasses.fields(cls)}, old_names(cls)
+    `arguments`, which imports this module), by name with dashes or underscores."""
+    fields = {spec.name for spec in dataclasses.fields(cls)}
     path = Path(path)
     if not path.is_file():
         raise PSPInputError(f"--config {path}: no such file")
@@ -38,7 +35,7 @@ def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in values.items():
         name = str(key).replace("-", "_")
-        if name not in fields and name not in earlier:
+        if name not in fields:
             raise PSPInputError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
         result[name] = value
-    return with_current_names(cls, result)
+    return result

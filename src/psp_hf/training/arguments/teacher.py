@@ -49,7 +49,6 @@ class TeacherArguments:
             "how often each source of the distillation corpus is drawn in a pass, e.g. "
             "'wikipedia-2015=0.5,wordnet-glosses=2' (sources as the corpus's report.json names them; others keep 1)",
             fixed_on_resume=True,
-            old=("--pool-weights", "--pool_weights"),
         ),
     )
     teacher_negative_threshold: float | None = field(

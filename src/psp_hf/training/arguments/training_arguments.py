@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import PSPInputError
+from ...logs import QUIET_HELP
 from ..data.multilingual import MultilingualArguments
 from ..model.architectures import EncoderArguments
 from .checks import add_field_arguments, check_rules, check_types, fields_with, setting, value_type
@@ -242,7 +243,7 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
     private: bool = field(default=False, metadata=setting("make the pushed Hub repo private"))
     threads: int = field(default=0, metadata=setting("torch CPU threads per process (0: torch's default)", min=0))
     cpu: bool = field(default=False, metadata=setting("train on CPU even if a GPU is present"))
-    quiet: bool = field(default=False, metadata=setting("no progress bar", aliases=("-q", "--quiet"), switch=True))
+    quiet: bool = field(default=False, metadata=setting(QUIET_HELP, aliases=("-q", "--quiet"), switch=True))
     report_to: str = field(
         default="none",
         metadata=setting(
@@ -339,12 +340,9 @@ RESUME_FIXED = fields_with(TrainingArguments, "fixed_on_resume")
 PAIRS_ONLY = fields_with(TrainingArguments, "pairs_only")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action, tuple[str, ...]]]:
-    """Add `--config` and one flag per `TrainingArguments` field (`--no-X` beside each boolean).
-
-    Returns each action with its other spellings, which parse but are hidden from --help (see
-    `argument_checks.add_field_arguments`).
-    """
+def add_arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Add `--config` and one flag per `TrainingArguments` field (`--no-X` beside each boolean); returns the field
+    flags (see `checks.add_field_arguments`)."""
     parser.add_argument("--config", help="JSON or YAML file of settings (flags given on the command line win)")
     return add_field_arguments(parser, TrainingArguments)
 

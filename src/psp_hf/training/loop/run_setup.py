@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 from ...errors import PSPInputError
-from ..arguments.checks import with_current_names
 
 # RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
 from ..arguments.training_arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
@@ -248,7 +247,7 @@ class RunSetup:
             found = store.pointer if store.exists() else legacy
             raise PSPInputError(
                 f"--output {self.output_dir} already holds a training run ({found}); "
-                "pass --resume to continue it or choose another --output-dir"
+                "pass --resume to continue it or choose another -o/--output"
             )
         if args.resume:
             self._check_resume_args(store.run_info())
@@ -260,9 +259,8 @@ class RunSetup:
         return args.resume
 
     def _check_resume_args(self, saved_run: dict) -> None:
-        # A checkpoint written before a setting existed ran with that setting's default; one written before a
-        # setting was renamed (--pool-weights, now --corpus-weights) holds it under its earlier name.
-        saved = {**TrainingArguments().to_dict(), **with_current_names(TrainingArguments, saved_run.get("args", {}))}
+        # A checkpoint written before a setting existed ran with that setting's default.
+        saved = {**TrainingArguments().to_dict(), **saved_run.get("args", {})}
         current = self.args.to_dict()
         changed = [name for name in RESUME_FIXED if saved.get(name) != current.get(name)]
         if changed:

@@ -6,7 +6,7 @@ distillation corpus when a teacher cache is given). Checkpoints are written at m
 is mined with one set of weights; cutting it would change the negatives on resume). Dropout masks come from a
 generator seeded by (seed, process, step), so a resumed run draws the same masks without replaying the RNG.
 
-Layout of `--output-dir`:
+Layout of `-o/--output`:
 
     config.json, model.safetensors, tokenizer*.json, *.py   the final Hub-format model (and README.md, its card)
     training/checkpoint.json, training/checkpoint-N/        the last checkpoint (for --resume; see checkpoint.py)

@@ -1,7 +1,7 @@
 """`--report-to`: the lines of `metrics.jsonl` also sent to Accelerate's experiment trackers (TensorBoard, ...).
 
 Each record becomes scalars named `EVENT/KEY` (e.g. `train/loss`, `eval/dev_stsb_pearson`) at the record's
-step. Trackers that keep local files (TensorBoard) write them under `training/` in `--output-dir`.
+step. Trackers that keep local files (TensorBoard) write them under `training/` in `-o/--output`.
 """
 
 from __future__ import annotations
