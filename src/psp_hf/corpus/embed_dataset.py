@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from .shards import INDEX, check_manifest, shard_done, write_json, write_shard
+from ..io.files import write_json
+from .shards import INDEX, check_manifest, shard_done, write_shard
 
 
 def process_rank() -> tuple[int, int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
+from ..io.files import write_json
 
 MANIFEST = "manifest.json"
 INDEX = "index.json"
@@ -33,14 +34,6 @@ def shard_stem(index: int) -> str:
 def shard_done(folder: Path, index: int, fmt: str) -> bool:
     """Whether shard `index` was completely written (its last-written file exists)."""
     return (folder / f"{shard_stem(index)}.{'parquet' if fmt == 'parquet' else 'npy'}").is_file()
-
-
-def write_json(path: Path, content: dict) -> None:
-    """Write `content` as JSON through the one atomic writer."""
-    from ..io.files import atomic_path
-
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def check_manifest(folder: Path, settings: dict) -> None:

@@ -9,12 +9,12 @@ the PUD pairs (`bitext/ud-pud/`), the dev set that chooses a language model's ch
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
 import numpy as np
 
+from ..io.files import iter_tsv
 from .filters import FilterStep
 
 
@@ -31,9 +31,7 @@ def evaluation_keys(root: str | os.PathLike | None = None) -> dict[str, set[str]
     sets["Tatoeba-xx"] = other
     pud: set[str] = set()
     for path in sorted((data_dir(root) / "bitext" / "ud-pud").glob("*-en.tsv.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            next(handle, None)  # the header
-            pud.update(normalize_key(cell) for line in handle for cell in line.rstrip("\n").split("\t"))
+        pud.update(normalize_key(cell) for _, row in iter_tsv(path, header=True) for cell in row)
     sets["PUD"] = pud
     for keys in sets.values():
         keys.discard("")  # a sentence of only punctuation must not match every punctuation-only side

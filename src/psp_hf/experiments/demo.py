@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..data_folder import data_dir
+from ..io.files import iter_tsv
 from ..logs import write_result
 from ..training.model.initial_tables import save_untrained_like
 
@@ -148,10 +149,8 @@ def _demo() -> int:
     )
     sentences = out / "sentences.txt"
     sts_pairs = data / "sts" / "stsbenchmark" / "test.tsv"
-    with open(sts_pairs, encoding="utf-8") as handle, open(sentences, "w", encoding="utf-8") as sink:
-        next(handle)
-        for line in handle:
-            sink.write(line.rstrip("\n").split("\t")[5] + "\n")
+    with open(sentences, "w", encoding="utf-8") as sink:
+        sink.writelines(row[5] + "\n" for _, row in iter_tsv(sts_pairs, header=True))
     embeddings = out / "sts-b.npy"
     _run(
         "embed the STS-B test sentences with the distilled model",

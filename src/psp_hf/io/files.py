@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import json
 import os
 import re
 import secrets
@@ -16,7 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..errors import PSPInputError
 
@@ -168,6 +169,27 @@ def iter_tsv(
         if expected is not None and len(row) != expected:
             raise PSPInputError(f"{path}:{number}: expected {expected} tab-separated fields, got {len(row)}")
         yield number, row
+
+
+def iter_tsv_columns(
+    path: str | os.PathLike, columns: Sequence[str], label: str = ""
+) -> Iterator[tuple[int, list[str]]]:
+    """Yield `(line_number, values of `columns`)` of a headed TSV whose first line names at least `columns` (in any
+    order, other columns ignored); every row must have as many fields as the header. Errors name the file and line,
+    after `label` (the flag that named the file, e.g. "--dev-bitext ")."""
+    indices: list[int] | None = None
+    width = 0
+    for number, row in iter_tsv(path):
+        if indices is None:
+            if not all(column in row for column in columns):
+                raise PSPInputError(f"{label}{path}:1: the header must name {' and '.join(columns)}, got {row}")
+            indices, width = [row.index(column) for column in columns], len(row)
+            continue
+        if len(row) != width:
+            raise PSPInputError(f"{label}{path}:{number}: {len(row)} column(s), expected {width}")
+        yield number, [row[index] for index in indices]
+    if indices is None:
+        raise PSPInputError(f"{label}{path}:1: the header must name {' and '.join(columns)}, got an empty file")
 
 
 TEMP_SUFFIX = ".tmp"
@@ -402,3 +424,10 @@ def publish_new(
 
 # Re-exported: the .npy writers live in io_npy.py.
 from .npy import NPY_HEADER_BYTES, NpyRowWriter, open_npy_for_writing  # noqa: E402, F401
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write `data` as indented JSON (UTF-8, a final newline) through `atomic_path`: the one JSON writer, so a kill
+    never leaves a half-written config or report that would make a whole folder unreadable."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

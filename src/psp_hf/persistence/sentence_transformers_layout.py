@@ -26,12 +26,10 @@ Only the standard library, numpy, torch, safetensors, tokenizers and transformer
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
-from typing import Any
 
-from ..io.files import atomic_path
+from ..io.files import write_json
 
 TRANSFORMER_DIR = "0_Transformer"
 WORD_WEIGHTS_DIR = "1_WordWeights"
@@ -55,12 +53,6 @@ _MODULE_TYPES = {
     WORD_WEIGHTS_DIR: "sentence_transformers.models.WordWeights",
     POOLING_DIR: "sentence_transformers.models.Pooling",
 }
-
-
-def _write_json(path: Path, data: Any) -> None:
-    # Atomically: a half-written JSON file would make the whole folder unloadable.
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _library_versions() -> dict[str, str]:
@@ -145,9 +137,9 @@ def _write_transformer_module(folder: Path, encoder, table, max_seq_length: int,
         "model_max_length": max_seq_length,
         "clean_up_tokenization_spaces": False,
     }
-    _write_json(folder / "tokenizer_config.json", tokenizer_config)
+    write_json(folder / "tokenizer_config.json", tokenizer_config)
     # Lowercasing, if any, is inside tokenizer.json's normalizer: sentence-transformers must not add its own.
-    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
 
 
 def write_sentence_transformers_files(
@@ -190,7 +182,7 @@ def write_sentence_transformers_files(
         word_weights_dir = directory / WORD_WEIGHTS_DIR
         word_weights_dir.mkdir(exist_ok=True)
         # WordWeights rebuilds its table from this config alone; no weights file is needed.
-        _write_json(
+        write_json(
             word_weights_dir / "config.json",
             {
                 "vocab": pieces,
@@ -202,7 +194,7 @@ def write_sentence_transformers_files(
 
     pooling_dir = directory / POOLING_DIR
     pooling_dir.mkdir(exist_ok=True)
-    _write_json(
+    write_json(
         pooling_dir / "config.json",
         {
             "word_embedding_dimension": hidden_size,
@@ -221,8 +213,8 @@ def write_sentence_transformers_files(
         {"idx": index, "name": str(index), "path": name, "type": _MODULE_TYPES[name]}
         for index, name in enumerate(modules)
     ]
-    _write_json(directory / "modules.json", modules_json)
-    _write_json(
+    write_json(directory / "modules.json", modules_json)
+    write_json(
         directory / "config_sentence_transformers.json",
         {
             "__version__": _library_versions(),

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PSPInputError
+from ..io.files import write_json
 from .model_folder import PSPSettings, check_finite, check_module_paths, confined, read_safetensors, read_tokenizer
 
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
@@ -166,8 +167,8 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
         "max_length": None,
         "embedding_dtype": np.dtype(table.dtype).name,
     }
-    _write_json(directory / "config.json", config)
-    _write_json(directory / "modules.json", [{"idx": 0, "name": "0", "path": ".", "type": STATIC_EMBEDDING}])
+    write_json(directory / "config.json", config)
+    write_json(directory / "modules.json", [{"idx": 0, "name": "0", "path": ".", "type": STATIC_EMBEDDING}])
     return directory
 
 
@@ -230,7 +231,3 @@ def _read_json(path: Path):
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PSPInputError(f"{path}: not valid JSON ({error})") from None
-
-
-def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

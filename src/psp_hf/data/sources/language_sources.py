@@ -225,18 +225,12 @@ def _lines(path: Path) -> Iterator[str]:
 
 def read_bitext(path: Path, code: str) -> list[tuple[str, str]]:
     """The (xx, en) pairs of a data-folder TSV whose header names `code` and `en` (other columns ignored)."""
-    lines = _lines(path)
-    header = next(lines, "").rstrip("\n").split("\t")
-    if code not in header or "en" not in header:
-        raise PSPInputError(f"{path}:1: the header must name {code} and en, got {header}")
-    first, second = header.index(code), header.index("en")
-    pairs = []
-    for number, line in enumerate(lines, 2):
-        cells = line.rstrip("\n").split("\t")
-        if len(cells) != len(header):
-            raise PSPInputError(f"{path}:{number}: {len(cells)} column(s), expected {len(header)}")
-        pairs.append((" ".join(cells[first].split()), " ".join(cells[second].split())))
-    return pairs
+    from ...io.files import iter_tsv_columns
+
+    return [
+        (" ".join(other.split()), " ".join(english.split()))
+        for _, (other, english) in iter_tsv_columns(path, (code, "en"))
+    ]
 
 
 def stage_bitext(chosen: list[tuple[Source, float]], data: Path, code: str, folder: Path) -> list[Path]:

@@ -158,10 +158,6 @@ def validate_multilingual(args) -> None:
 
 
 # --------------------------------------------------------------------------------------------- reading
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
 def read_mono_sentences(paths: Sequence[str | os.PathLike]) -> list[str]:
     """The distinct non-empty lines of `paths`, in file order (whitespace folded)."""
     sentences: dict[str, None] = {}
@@ -185,19 +181,13 @@ def read_mono_sentences(paths: Sequence[str | os.PathLike]) -> list[str]:
 
 def read_dev_pairs(path: str | os.PathLike, lang: str) -> list[tuple[str, str]]:
     """The (xx, en) pairs of a dev file: a header naming `lang` and `en`, then one tab-separated pair a line."""
-    path = Path(path)
-    pairs = []
-    with _open_text(path) as handle:
-        header = handle.readline().rstrip("\n").split("\t")
-        if lang not in header or "en" not in header:
-            raise PSPInputError(f"--dev-bitext {path}:1: the header must name {lang} and en, got {header}")
-        first, second = header.index(lang), header.index("en")
-        for number, line in enumerate(handle, 2):
-            cells = line.rstrip("\n").split("\t")
-            if len(cells) != len(header):
-                raise PSPInputError(f"--dev-bitext {path}:{number}: {len(cells)} column(s), expected {len(header)}")
-            if cells[first].strip() and cells[second].strip():
-                pairs.append((cells[first], cells[second]))
+    from ...io.files import iter_tsv_columns
+
+    pairs = [
+        (other, english)
+        for _, (other, english) in iter_tsv_columns(path, (lang, "en"), "--dev-bitext ")
+        if other.strip() and english.strip()
+    ]
     if not pairs:
         raise PSPInputError(f"--dev-bitext {path}: no pairs")
     return pairs
