@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,9 @@ from .inference.batches import check_num_threads, run_batches
 from .inference.encode_inputs import (
     FEW_SENTENCES,
     backend_ids,
+    check_encode_options,
     checked_output,
+    finished_output,
     private_backend,
     sentence_list,
     word_cache_applies,
@@ -31,10 +32,10 @@ from .inference.torch_model import (
     embed_with_model,
     folder_needs_model,
     load_model_encoder,
+    model_over_table,
     new_model_encoder,
 )
 from .persistence import PSPSettings, read_settings, read_tokenizer, read_weights, resolve_model_path, word_boundary_id
-from .persistence.model_folder import modeling
 
 if TYPE_CHECKING:
     import torch
@@ -134,7 +135,9 @@ class PSPEncoder:
         """
         encoder = cls._from_folder(resolve_model_path(id_or_path, revision=revision, token=token))
         if quantize_to is not None:
-            encoder = encoder._with_quantized_table(quantize_to)
+            from .persistence.smaller_tables import with_stored_table
+
+            encoder = with_stored_table(encoder, quantize_to)
         if truncate_dim is not None:
             from .inference.quantization import check_truncate_dim
 
@@ -181,7 +184,6 @@ class PSPEncoder:
         directory: str | os.PathLike,
         quantize_to: str | None = None,
         dimensionality: int | None = None,
-        **removed: Any,
     ) -> Path:
         """Write a Hub-format folder that loads in psp, transformers (remote code) and sentence-transformers.
 
@@ -194,11 +196,6 @@ class PSPEncoder:
         """
         from .persistence.smaller_tables import check_table_options
 
-        if removed:
-            raise TypeError(
-                f"save_pretrained() no longer takes {', '.join(sorted(removed))}: it writes no model card; call "
-                "psp_hf.hub.card.write_model_card(directory, encoder, language, eval_results, training_info) after it"
-            )
         check_model_save(self._torch_only, quantize_to, dimensionality)
         check_table_options(quantize_to, dimensionality, self.dim)
         if dimensionality is not None and dimensionality != self.dim:
@@ -211,16 +208,6 @@ class PSPEncoder:
         from .persistence.folder_writer import write_model_folder
 
         return write_model_folder(self, Path(directory), quantize_to)
-
-    def _with_quantized_table(self, quantize_to: str) -> PSPEncoder:
-        """This encoder with its table as stored in `quantize_to` and read back (float32 in memory)."""
-        from .persistence.smaller_tables import check_table_options, quantize_table, restore_table
-
-        check_table_options(quantize_to, None, self.dim)
-        if self._torch_only:
-            raise ValueError("quantize_to: averaging encoders only; this model embeds through its transformers model")
-        table, piece_weights = self.weights()
-        return self.with_table(restore_table(quantize_table(table, quantize_to)), piece_weights)
 
     def with_table(self, table: np.ndarray, piece_weights: np.ndarray | None) -> PSPEncoder:
         """A new encoder with this one's tokenizer and settings and another table (its width may differ)."""
@@ -244,17 +231,7 @@ class PSPEncoder:
     def model(self) -> PSPModel:
         """The transformers `PSPModel` (built on first use; shares the table with this encoder)."""
         if self._model is None:
-            PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
-            import torch
-
-            config = PSPConfig(**self.settings.__dict__)
-            with torch.device("meta"):
-                model = PSPModel(config)
-            state = {"embeddings.weight": torch.from_numpy(self._table)}
-            if self._piece_weights is not None:
-                state["piece_weights"] = torch.from_numpy(self._piece_weights)
-            model.load_state_dict(state, assign=True)
-            self._model = model.eval()
+            self._model = model_over_table(self.settings, self._table, self._piece_weights)
             self._table = self._piece_weights = None  # the model's tensors are the weights from now on
         return self._model
 
@@ -402,16 +379,8 @@ class PSPEncoder:
         others, which pool them; see `psp_hf.inference.batches.run_batches`); each batch writes its own rows, so the
         result is the same for any count.
         """
-        from .inference.quantization import check_precision, check_truncate_dim
-
-        check_precision(precision)
         truncate_dim = self.truncate_dim if truncate_dim is None else truncate_dim
-        check_truncate_dim(truncate_dim, self.dim)
-        if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
-            raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
-        unused = sorted(name for name, value in ignored.items() if value is not None and name != "output_value")
-        if unused:
-            warnings.warn(f"PSPEncoder.encode ignores {', '.join(unused)}: not an option of psp", stacklevel=2)
+        check_encode_options(precision, truncate_dim, self.dim, ignored)
         width = self.dim if truncate_dim is None else truncate_dim
         sentences, single = sentence_list(sentences)
         n = len(sentences)
@@ -453,17 +422,7 @@ class PSPEncoder:
             pipeline=pipeline,
             spread_cpus=not self._torch_only,
         )
-        result = out
-        if precision != "float32":  # also for no sentences: an empty int8 result is still int8
-            from .inference.quantization import quantize_embeddings
-
-            result = quantize_embeddings(out, precision)
-        result = result[0] if single else result
-        if convert_to_tensor or not convert_to_numpy:
-            import torch
-
-            return torch.from_numpy(np.ascontiguousarray(result)).to(device or "cpu")
-        return result
+        return finished_output(out, precision, single, convert_to_tensor or not convert_to_numpy, device)
 
     def get_sentence_embedding_dimension(self) -> int:
         """Width of what `encode` returns (the model's dimension, or `truncate_dim` when set)."""

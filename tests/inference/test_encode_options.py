@@ -88,7 +88,8 @@ def test_bad_options_are_clear(encoder):
 
 def test_device_and_ignored_keywords(encoder):
     full = encoder.encode(SENTENCES)
-    tensor = encoder.encode(SENTENCES, convert_to_tensor=True, device="cpu", prompt="query: ", use_multiprocessing=1)
+    with pytest.warns(UserWarning, match="ignores prompt, use_multiprocessing"):
+        tensor = encoder.encode(SENTENCES, convert_to_tensor=True, device="cpu", prompt="q: ", use_multiprocessing=1)
     assert isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu"
     np.testing.assert_array_equal(tensor.numpy(), full)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,3 +121,33 @@ def backend_ids(backend, sentences: Sequence[str], what: str) -> tuple[np.ndarra
     lengths = np.fromiter(map(len, ids_per_sentence), dtype=np.int64, count=len(ids_per_sentence))
     flat = np.fromiter(itertools.chain.from_iterable(ids_per_sentence), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
+
+
+def check_encode_options(precision: str, truncate_dim: int | None, dim: int, ignored: dict) -> None:
+    """`encode`'s options checked before any work; a keyword psp has no use for, given a value, is warned about
+    (sentence-transformers' `prompt`, a misspelt `normalise_embeddings`), not silently dropped."""
+    from .quantization import check_precision, check_truncate_dim
+
+    check_precision(precision)
+    check_truncate_dim(truncate_dim, dim)
+    if ignored.get("output_value", "sentence_embedding") != "sentence_embedding":
+        raise ValueError("output_value: psp encode gives sentence embeddings only (PSPModel gives per-piece rows)")
+    unused = sorted(name for name, value in ignored.items() if value is not None and name != "output_value")
+    if unused:  # stacklevel: the caller of encode
+        warnings.warn(f"PSPEncoder.encode ignores {', '.join(unused)}: not an option of psp", stacklevel=3)
+
+
+def finished_output(out: np.ndarray, precision: str, single: bool, as_tensor: bool, device: Any = None) -> Any:
+    """What `encode` returns from its float32 rows: quantised as `precision`, one row for a single sentence, a
+    torch tensor on `device` when asked."""
+    result = out
+    if precision != "float32":  # also for no sentences: an empty int8 result is still int8
+        from .quantization import quantize_embeddings
+
+        result = quantize_embeddings(out, precision)
+    result = result[0] if single else result
+    if as_tensor:
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(result)).to(device or "cpu")
+    return result

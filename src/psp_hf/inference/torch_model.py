@@ -93,3 +93,20 @@ def new_model_encoder(cls, tokenizer, hidden_size: int, seed: int, **config_kwar
     )
     torch.manual_seed(seed)
     return cls(PSPModel(config), tokenizer)
+
+
+def model_over_table(settings, table: np.ndarray, piece_weights: np.ndarray | None):
+    """The transformers `PSPModel` of an averaging encoder's `settings` (`model_folder.PSPSettings`) whose tensors
+    are `table` and `piece_weights` themselves (no copy: built on the meta device, then assigned)."""
+    import torch
+
+    from ..persistence.model_folder import modeling
+
+    PSPConfig, PSPModel = modeling().PSPConfig, modeling().PSPModel
+    with torch.device("meta"):
+        model = PSPModel(PSPConfig(**settings.__dict__))
+    state = {"embeddings.weight": torch.from_numpy(table)}
+    if piece_weights is not None:
+        state["piece_weights"] = torch.from_numpy(piece_weights)
+    model.load_state_dict(state, assign=True)
+    return model.eval()

@@ -67,6 +67,16 @@ def restore_table(entries: dict[str, np.ndarray]) -> np.ndarray:
     return table
 
 
+def with_stored_table(encoder, quantize_to: str):
+    """`encoder` (a `PSPEncoder`) with its table as stored in `quantize_to` and read back, float32 in memory: the
+    embeddings of the folder `save_pretrained(..., quantize_to=...)` writes (`load(..., quantize_to=...)`)."""
+    check_table_options(quantize_to, None, encoder.dim)
+    if not encoder.averages_pieces:
+        raise ValueError("quantize_to: averaging encoders only; this model embeds through its transformers model")
+    table, piece_weights = encoder.weights()
+    return encoder.with_table(restore_table(quantize_table(table, quantize_to)), piece_weights)
+
+
 def write_smaller_weights(directory: Path, table: np.ndarray, piece_weights: np.ndarray | None, quantize_to: str):
     """Rewrite `directory`'s `model.safetensors` with `table` stored as `quantize_to`, and say so in config.json."""
     from safetensors.numpy import save
