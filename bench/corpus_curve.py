@@ -11,8 +11,7 @@ run continues.
 
     python bench/corpus_curve.py --corpus CORPUS --work DIR --sizes 100000,250000,500000,1000000 [--threads 2]
 
-Prints a Markdown table (and writes DIR/curve.json). `--pool`, the flag's name before the distillation corpus was
-renamed (and this script's name then: bench/pool_curve.py), still works.
+Prints a Markdown table (and writes DIR/curve.json).
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.cli import flags
 
     parser = flags.Parser(description=__doc__.split("\n\n")[0])
-    flags.add(parser, "--corpus", old=("--pool",), required=True, help="a corpus from `psp prepare distill-corpus`")
+    parser.add_argument("--corpus", required=True, help="a corpus from `psp prepare distill-corpus`")
     parser.add_argument("--work", required=True, help="folder for the cache, its snapshots and the students")
     parser.add_argument("--sizes", default="100000,250000,500000,1000000")
     parser.add_argument("--threads", default="2")

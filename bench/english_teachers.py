@@ -13,8 +13,7 @@ and training seconds.
         [--device cuda] [--jobs 4 --threads 4] [--max-sentences N] [--recipe demo] [--labels NAME=CACHE]
 
 `--teacher NAME=PATH`: a sentence-transformers folder, `minilm` (the packaged all-MiniLM-L6-v2) or a named
-teacher (`e5-small`); `--pool` is `--corpus`'s name before the distillation corpus was renamed. Rerunning
-resumes: caches label only what they lack, finished students are kept.
+teacher (`e5-small`). Rerunning resumes: caches label only what they lack, finished students are kept.
 """
 
 from __future__ import annotations
@@ -147,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.cli import flags
 
     parser = flags.Parser(description=__doc__.splitlines()[0])
-    flags.add(parser, "--corpus", old=("--pool",), required=True, help="corpus folder (psp prepare distill-corpus)")
+    parser.add_argument("--corpus", required=True, help="corpus folder (psp prepare distill-corpus)")
     parser.add_argument("--tokenizer", required=True, help="one tokenizer for every student")
     parser.add_argument("--pairs", default=None, help="the caption pairs of the combined recipe")
     parser.add_argument(

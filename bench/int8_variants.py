@@ -34,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     from psp_hf.cli import flags
 
     parser = flags.Parser(description=__doc__.split("\n\n")[0])
-    # --pool: the flag's name before the distillation corpus was renamed.
     help_text = "a corpus from `psp prepare distill-corpus` (folder, parquet or txt)"
-    flags.add(parser, "--corpus", old=("--pool",), required=True, help=help_text)
+    parser.add_argument("--corpus", required=True, help=help_text)
     parser.add_argument("--sentences", type=int, default=5_000, help="the corpus's first N sentences")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--passes", type=int, default=2, help="timings of each variant, taken in turn")

@@ -64,10 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = flags.Parser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    # --pool: the flag's name before the distillation corpus was renamed.
-    flags.add(
-        source, "--corpus", old=("--pool",), help="a corpus from `psp prepare distill-corpus` (folder, parquet or txt)"
-    )
+    source.add_argument("--corpus", help="a corpus from `psp prepare distill-corpus` (folder, parquet or txt)")
     source.add_argument(
         "--multilingual", type=int, metavar="N", help="N sentences of each of 8 languages from $PSP_DATA/unlabeled"
     )

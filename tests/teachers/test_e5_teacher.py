@@ -170,7 +170,7 @@ def test_cli_converts_and_reports_bad_files_in_one_line(tiny, tmp_path, capsys):
     path = tiny[0]
     assert main(["teacher", "convert-e5", "--bin", str(path), "-o", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "modules.json").is_file() and (tmp_path / "out" / "2_Normalize").is_dir()
-    assert "use it as --teacher" in capsys.readouterr().out
+    assert "use it as --teacher" in capsys.readouterr().err
     _write_copy(path, tmp_path / "cut.bin", cut=60)
     assert main(["teacher", "convert-e5", "--bin", str(tmp_path / "cut.bin"), "-o", str(tmp_path / "o2")]) == 2
     error = capsys.readouterr().err.strip().splitlines()

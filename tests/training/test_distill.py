@@ -3,7 +3,6 @@ weights, mining."""
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from pathlib import Path
@@ -386,28 +385,6 @@ def test_corpus_weights_repeat_or_thin_each_source(tmp_path):
         parse_corpus_weights("news=-1")
     with pytest.raises(PSPInputError, match="bad: 'wiki'"):
         parse_corpus_weights("news=2,wiki")
-
-
-def test_a_run_checkpointed_before_the_rename_resumes(tmp_path):
-    """A checkpoint written while --corpus-weights was --pool-weights (and its corpus folder "pool") holds the
-    setting as `pool_weights`: --resume reads it under that name, and still refuses a different value."""
-    from psp_hf.training.arguments.training_arguments import TrainingArguments
-    from psp_hf.training.loop.checkpoint import RUN_FILE, CheckpointStore, read_checkpoint_state
-    from psp_hf.training.loop.trainer import Trainer
-
-    cache = _two_source_cache(tmp_path, folder="pool")
-    out = tmp_path / "run"
-    common = {"teacher_cache": str(cache.directory), "distill_weight": 1.0, "corpus_weights": "news=2", "dim": 8}
-    common.update(vocab_size=60, distill_batch_size=32, epochs=3, dev="none", keep="last", threads=1, quiet=True)
-    Trainer(TrainingArguments(output_dir=str(out), max_steps=4, **common)).train()
-    run_file = CheckpointStore(out / "training").folder() / RUN_FILE
-    run = json.loads(run_file.read_text())
-    run["args"]["pool_weights"] = run["args"].pop("corpus_weights")  # as the earlier version wrote it
-    run_file.write_text(json.dumps(run))
-    with pytest.raises(PSPInputError, match="--corpus-weights was 'news=2', now 'news=3'"):
-        Trainer(TrainingArguments(output_dir=str(out), resume=True, **{**common, "corpus_weights": "news=3"})).train()
-    Trainer(TrainingArguments(output_dir=str(out), resume=True, **common)).train()
-    assert read_checkpoint_state(out / "training")["step"] > 4  # it went on past the checkpoint
 
 
 def test_two_writers_of_one_teacher_cache_keep_each_others_chunks(tmp_path):

@@ -81,7 +81,7 @@ def test_mine_pairs_command_writes_a_pairs_file(toy, tmp_path, capsys):
     for line in lines[1:]:
         first, second, score = line.split("\t")
         assert first in corpus and second in corpus and first != second and float(score) >= 0.5
-    assert f"{len(lines) - 1} pairs from {len(toy['sentences'])} sentences" in capsys.readouterr().out
+    assert f"{len(lines) - 1} pairs from {len(toy['sentences'])} sentences" in capsys.readouterr().err
 
 
 def test_distillation_commands_check_their_arguments_first(toy, tmp_path, capsys, monkeypatch):
@@ -225,7 +225,7 @@ def test_the_demo_trains_in_process_and_shows_the_command_line(tmp_path, monkeyp
     demo._train("pairs", {"data": ["p.tsv"], "output_dir": "c", "tokenizer": "m", **demo.DEMO_PAIRS_SETTINGS})
     assert [(a.teacher_cache, a.dim, a.epochs) for a in trained] == [(str(labels), 384, 10), (None, 384, 1)]
     assert trained[1].max_steps == 300 and trained[1].data == ["p.tsv"]
-    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ psp train ")]
+    shown = [line for line in capsys.readouterr().err.splitlines() if line.startswith("$ psp train ")]
     assert len(shown) == 2
     # What the demo shows gives what it trains with.
     assert with_flags(TrainingArguments(), shown[0].split()[3:]) == trained[0]
