@@ -81,6 +81,7 @@ _STS17_CONFIGS = {
     "tr-en": "en-tr", "en-tr": "en-tr", "es-en": "es-en", "es-es": "es-es", "fr-en": "fr-en", "it-en": "it-en",
     "ko-ko": "ko-ko", "nl-en": "nl-en",
 }  # fmt: skip
+STS17_HUB_CONFIGS = _STS17_CONFIGS  # what `hub_data` fetches each track from
 
 # SentEval's sets: (name in the card, Hub dataset id or None, config, split). Only SICK (the former canonical
 # `sick`, now RobZamp/sick), TREC (CogComp/trec), MRPC (GLUE) and MR (rotten_tomatoes: Pang & Lee's sentence
