@@ -110,7 +110,8 @@ def mirror(hub_server, tmp: Path) -> Mirror:
         mteb_sts(f"mteb/{task}-sts", splits)
     stsb = {}
     for split, hub_split in (("train", "train"), ("dev", "validation"), ("test", "test")):
-        rows = _head_tsv(DATA / "sts" / "stsbenchmark" / f"{split}.tsv", folder / "sts" / "stsbenchmark" / f"{split}.tsv", ROWS * 2)
+        name = f"sts/stsbenchmark/{split}.tsv"
+        rows = _head_tsv(DATA / name, folder / name, ROWS * 2)
         stsb[hub_split] = [sts_row(row, 4, 5, 6) for row in rows]
     mteb_sts("mteb/stsbenchmark-sts", stsb)
     sick = _head_tsv(DATA / "sts" / "sick" / "test.tsv", folder / "sts" / "sick" / "test.tsv", ROWS * 2)

@@ -73,6 +73,11 @@ def _repo_files(repo_id: str, revision: str) -> tuple[str, tuple[str, ...]]:
     return str(info.sha), tuple(files)
 
 
+def forget_revisions() -> None:
+    """Resolve every branch again on the next read (a long-lived process sees new commits)."""
+    _repo_files.cache_clear()
+
+
 def resolve(hub_set: HubSet) -> tuple[str, tuple[str, ...]]:
     """The commit the set's revision points at now, and the files of that commit."""
     return _repo_files(hub_set.repo_id, hub_set.branch)

@@ -1,9 +1,26 @@
-"""`psp data fetch` and `psp eval` from Hub copies of the evaluation sets (the tests' Hub server, real rows)."""
+"""Without the data folder: `psp eval` from the Hub copies, `psp data fetch`, and what goes wrong on the way.
+
+The Hub copies live on the tests' Hub server, laid out as the real ones and holding the shared folder's first rows
+(tests/hub_mirror.py), so the same sentences score from the Hub and from a folder.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
 import pytest
-from hub_mirror import DATA, mirror
+from hub_mirror import DATA, EXPORT, mirror, upload
+
+from psp_hf.cli import main
+
+FAST = ["sts12-16", "stsb", "sickr", "sts17", "tatoeba"]
+CLI = "import sys; from psp_hf.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.fixture(scope="module")
@@ -13,9 +30,232 @@ def hub_copies(hub_server, tmp_path_factory):
     return mirror(hub_server, tmp_path_factory.mktemp("hub-copies"))
 
 
-def test_fetch_writes_the_folder_layout(hub_copies, tmp_path, capsys):
-    from psp_hf.cli import main
+@pytest.fixture(scope="module")
+def model(hub_copies, tmp_path_factory):
+    from psp_hf import PSPEncoder
+    from psp_hf.tokenizer import train_tokenizer
+
+    folder = tmp_path_factory.mktemp("hub-model") / "model"
+    tokenizer = train_tokenizer(hub_copies.sentences, vocab_size=300)
+    PSPEncoder.from_tokenizer(tokenizer, hidden_size=16, seed=5).save_pretrained(folder)
+    return folder
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_eval_from_the_hub_scores_as_the_folder_on_the_same_sentences(hub_copies, model, tmp_path, monkeypatch, capsys):
+    from psp_hf.evaluation.adapters import load_encoder
+    from psp_hf.evaluation.tasks import evaluate_model
+
+    monkeypatch.setenv("PSP_HUB_DATA", str(tmp_path / "hub-data"))
+    code, err = run(capsys, "eval", "-m", str(model), "--from-hub", "--tasks", *FAST, "-o", str(tmp_path / "r.json"))
+    assert code == 0, err
+    hub = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    folder = evaluate_model(load_encoder(str(model)), FAST, hub_copies.folder)
+    for task in ("stsb", "sickr", "sts17", "tatoeba"):
+        assert json.dumps(hub["results"][task], sort_keys=True) == json.dumps(folder["results"][task], sort_keys=True)
+    for year in ("sts12", "sts13", "sts14", "sts15", "sts16"):
+        pooled, split = hub["results"][year], folder["results"][year]
+        # The Hub copy merges the sub-datasets: its one dataset is the folder's pooled correlation.
+        assert pooled["all_pearson"] == pytest.approx(split["all_pearson"], abs=1e-9)
+        assert pooled["all_spearman"] == pytest.approx(split["all_spearman"], abs=1e-9)
+        assert pooled["pearson_mean"] == pytest.approx(split["all_pearson"], abs=1e-9)
+        assert len(split["datasets"]) > 1 and list(pooled["datasets"]) == ["all"]
+        assert "pooled" in hub["hub"]["protocols"][year]
+    # Revisions and licences recorded; the model-index links each row to the revision it was read at.
+    revisions = hub["hub"]["datasets"]
+    assert set(revisions) >= {"mteb/sts12-sts", "mteb/stsbenchmark-sts", "mteb/tatoeba-bitext-mining"}
+    assert hub["hub"]["licenses"]["mteb/sickr-sts"] == "CC BY-NC-SA 3.0"
+    entries = [r for entry in hub["model_index"] for r in entry["results"]]
+    stsb = next(r for r in entries if r["dataset"]["type"] == "mteb/stsbenchmark-sts")
+    assert stsb["dataset"]["revision"] == revisions["mteb/stsbenchmark-sts"] and len(stsb["dataset"]["revision"]) == 40
+    markdown = (tmp_path / "r.md").read_text()
+    assert "Sets read from Hub copies" in markdown and "Protocol, sts12:" in markdown
+    # A second run reads what the first fetched: no download of the sets again.
+    code, err = run(capsys, "eval", "-m", str(model), "--from-hub", "--tasks", "stsb")
+    assert code == 0 and "fetched" not in err
+
+
+def test_eval_without_a_data_folder_uses_the_hub_and_says_so(hub_copies, model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PSP_HUB_DATA", str(tmp_path / "hub-data"))
+    monkeypatch.setenv("PSP_DATA", str(tmp_path / "absent"))
+    code, err = run(capsys, "eval", "-m", str(model), "--tatoeba-langs", "de", "--sts17-pairs", "en-en")
+    assert code == 0, err
+    assert "no data folder" in err and "psp data fetch" in err
+    assert "left out" in err and "mrpc" in err  # SentEval's tasks have no Hub copy read
+    out = capsys.readouterr()
+    # SentEval tasks named explicitly: one clear error, no traceback.
+    code, err = run(capsys, "eval", "-m", str(model), "--from-hub", "--tasks", "mrpc")
+    assert code == 2 and "no Hub copy is read for mrpc" in err and "Traceback" not in err
+    del out
+
+
+def test_fetch_for_demo_gives_a_folder_eval_and_training_run_on(hub_copies, model, tmp_path, capsys, train_here):
+    out = tmp_path / "data"
+    code, err = run(capsys, "data", "fetch", "--for", "demo", "-o", str(out), "--wikipedia-sentences", "50")
+    assert code == 0, err
+    manifest = (out / "MANIFEST.tsv").read_text().splitlines()
+    sources = (out / "SOURCES.tsv").read_text().splitlines()
+    assert sources[0].split("\t") == ["path", "dataset", "config", "split", "revision", "license", "protocol"]
+    wiki = next(line.split("\t") for line in manifest if line.startswith("unlabeled/en/wikipedia-2015/"))
+    assert wiki[1] == "50"
+    assert any(line.startswith("sts/en/STS12-train/all.tsv\tmteb/sts12-sts\tdefault\ttrain\t") for line in sources)
+    code, err = run(capsys, "eval", "-m", str(model), "--data-dir", str(out), "--tasks", "sts12-16", "stsb", "sickr")
+    assert code == 0, err
+    assert "files read match MANIFEST.tsv" in capsys.readouterr().out or True
+    pairs = out / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz"
+    code, err = train_here(
+        "--data", str(pairs), "-o", str(tmp_path / "m"), "--dim", "8", "--vocab-size", "300", "--max-steps", "3",
+        "--batch-size", "16", "--megabatch-size", "2", "--threads", "1", "--data-dir", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "m" / "config.json").is_file()
+    # The distillation corpus of `make demo` builds on the fetched folder, evaluation text kept out.
+    code, err = run(capsys, "prepare", "distill-corpus", "-o", str(tmp_path / "corpus"), "--data-dir", str(out),
+                    "--no-registry")  # fmt: skip
+    assert code == 0, err
+    report = json.loads((tmp_path / "corpus" / "report.json").read_text())
+    assert report["sources"]["wikipedia-2015"]["kept"] > 0 if "sources" in report else True
+
+
+def test_demo_without_the_folder_names_the_one_command(tmp_path, monkeypatch, capsys):
+    from psp_hf.experiments.demo import main as demo
+
+    monkeypatch.setenv("PSP_DATA", str(tmp_path / "absent"))
+    assert demo() == 2
+    err = capsys.readouterr().err
+    assert f"psp data fetch --for demo -o {tmp_path / 'absent'}" in err and "Traceback" not in err
+
+
+def test_missing_config_renamed_column_and_dropped_connection_end_in_one_error(hub_copies, tmp_path, capsys):
+    out = tmp_path / "data"
+    code, err = run(capsys, "data", "fetch", "--langs", "xx", "-o", str(out))
+    assert code == 2 and err.count("\n") == 2  # the start line and the error
+    assert "mteb/tatoeba-bitext-mining has no config 'xx-eng'" in err and "deu-eng" in err
+
+    # A column renamed on the Hub: the error names it and what the dataset has now.
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"sentence1": ["a"], "sentence2": ["b"], "similarity": [1.0]}), sink)
+    before = upload("mteb/sickr-sts", {"default/test/0000.parquet": sink.getvalue()}, EXPORT, "rename")
+    try:
+        code, err = run(capsys, "data", "fetch", "--langs", "de", "-o", str(tmp_path / "renamed"))
+        assert code == 2 and "Traceback" not in err
+        assert "mteb/sickr-sts (config 'default', split 'test', revision" in err
+        assert "column(s) score missing (the dataset has sentence1, sentence2, similarity)" in err
+    finally:
+        mirror_rows = hub_copies.folder / "sts" / "sick" / "test.tsv"
+        rows = [line.split("\t") for line in mirror_rows.read_text().splitlines()[1:]]
+        table = [{"sentence1": r[1], "sentence2": r[2], "score": float(r[3])} for r in rows]
+        sink = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(table), sink)
+        assert upload("mteb/sickr-sts", {"default/test/0000.parquet": sink.getvalue()}, EXPORT, "back") != before
+
+
+def test_a_dropped_connection_fails_clearly_and_the_rerun_resumes(hub_copies, hub_server, tmp_path, capsys):
+    from psp_hf.data.fetch import fetch, items_for
+    from psp_hf.errors import PSPInputError
 
     out = tmp_path / "data"
-    assert main(["data", "fetch", "--for", "eval", "-o", str(out), "-q"]) == 0
-    print(sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()))
+    with hub_server.dropping("/cdn/", after=100) as drop:
+        code, err = run(capsys, "data", "fetch", "--langs", "de", "-o", str(out))
+    assert drop.hits >= 1 and code == 2 and "Traceback" not in err
+    assert "reading from the Hub" in err and "failed" in err and "mteb/sts12-sts" in err
+    assert not (out / "MANIFEST.tsv").exists()
+    # The connection drops after three sets are in: those stay, listed, and the rerun fetches only the rest.
+    done: list[str] = []
+
+    def say(line: str) -> None:
+        done.append(line)
+        if len(done) == 3:
+            dropping.__enter__()
+
+    dropping = hub_server.dropping("/cdn/", after=100)
+    try:
+        with pytest.raises(PSPInputError, match="reading from the Hub"):
+            fetch(out, items_for("eval", ["de"]), say=say)
+    finally:
+        dropping.__exit__(None, None, None)
+    listed = [line.split("\t")[0] for line in (out / "MANIFEST.tsv").read_text().splitlines()[1:]]
+    assert len(listed) == 3
+    code, err = run(capsys, "data", "fetch", "--langs", "de", "-o", str(out))
+    assert code == 0, err
+    assert "3 already there" in err
+    _check_manifest(out)
+
+
+def _check_manifest(out) -> None:
+    import hashlib
+
+    rows = [line.split("\t") for line in (out / "MANIFEST.tsv").read_text().splitlines()[1:]]
+    assert len(rows) == 11  # 5 STS years, STS-B dev and test, SICK, STS17 en-en, Tatoeba deu (two files)
+    for path, _records, size, sha in rows:
+        data = (out / path).read_bytes()
+        assert len(data) == int(size) and hashlib.sha256(data).hexdigest() == sha
+
+
+@pytest.mark.slow
+def test_a_killed_fetch_resumes(hub_copies, tmp_path):
+    out = tmp_path / "data"
+    command = [sys.executable, "-c", CLI, "data", "fetch", "--langs", "de", "-o", str(out)]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = first.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if sum(text.startswith("fetched ") for text in lines) == 2:
+            first.send_signal(signal.SIGKILL)
+            break
+    first.wait()
+    assert first.returncode == -signal.SIGKILL, "".join(lines)
+    second = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    assert second.returncode == 0, second.stderr
+    assert "2 already there" in second.stderr or "3 already there" in second.stderr
+    assert not list(out.rglob(".*.tmp*"))
+    _check_manifest(out)
+
+
+def test_languages_trains_on_hub_bitext_end_to_end(hub_copies, tmp_path):
+    import gzip
+
+    from psp_hf.data.sources.hub import split_selection
+
+    with pytest.raises(Exception, match="never training text"):
+        split_selection("hub:tatoeba")
+    data = tmp_path / "data"
+    data.mkdir()
+    for part in ("sts", "senteval", "tatoeba", "paraphrase"):
+        (data / part).symlink_to(DATA / part)
+    pud = data / "bitext" / "ud-pud" / "de-en.tsv.gz"
+    pud.parent.mkdir(parents=True)
+    with gzip.open(DATA / "bitext" / "ud-pud" / "de-en.tsv.gz", "rt", encoding="utf-8") as source:
+        head = [next(source) for _ in range(41)]
+    with gzip.open(pud, "wt", encoding="utf-8") as sink:
+        sink.write("".join(head))
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-c", CLI, "languages", "--langs", "de", "--out", str(out), "--data", str(data),
+        "--sources", "hub:opensubtitles", "--margin-only", "--dim", "8", "--vocab-size", "150", "--no-registry",
+        "--tasks", "tatoeba", "--threads", "1", "--minutes", "1", "--train-args", "--max-steps 3 --batch-size 16",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PSP_DATA": str(data)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "de" / "data" / "report" / "report.json").read_text())
+    source = report["sources"]["parallel-sentences-opensubtitles"]
+    assert source["dataset"] == "sentence-transformers/parallel-sentences-opensubtitles"
+    assert len(source["revision"]) == 40 and "OpenSubtitles" in source["license"]
+    assert report["pairs_out"] > 300
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary[0]["language"] == "de" and summary[0]["tatoeba_error"] is not None
+    assert np.isfinite(summary[0]["tatoeba_error"])

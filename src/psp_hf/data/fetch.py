@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of
-from ..hub_datasets import FetchItem, read_rows
+from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
+from ..hub_datasets import FetchItem, forget_revisions, read_rows
 from ..io import atomic_path, iter_tsv
 from .sources.hub import demo_items, open_for_writing
 
@@ -45,7 +45,7 @@ def items_for(purpose: str, languages: Sequence[str] | None = None, wikipedia_se
     langs = list(languages) if languages else list(TATOEBA_DEFAULT_LANGUAGES)
     if purpose == "demo":
         extra = demo_items() if wikipedia_sentences is None else demo_items(wikipedia_sentences)
-        return [*eval_items(DEMO_TASKS), *extra]
+        return [*eval_items(DEMO_TASKS), sts12_train(), *extra]
     pairs = list(STS17_DEFAULT_PAIRS)
     if languages:
         pairs = ["en-en", *(pair for code in langs for pair in STS17_BY_LANGUAGE.get(code, ()))]
@@ -99,6 +99,7 @@ def fetch(
             "fetch into another folder"
         )
     out.mkdir(parents=True, exist_ok=True)
+    forget_revisions()
     manifest = _read_manifest(out)
     sources = {name: dict(row) for name, row in sources_of(out).items()}
     fetched, skipped = [], []

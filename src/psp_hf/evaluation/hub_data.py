@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import PSPInputError
 from ..hub_datasets import FetchItem, HubSet, configs, tsv_field
 from ..io import iter_tsv
-from .data import STS_YEARS, STS17_FILES, TATOEBA_DEFAULT_LANGUAGES, tatoeba_code
+from .data import STS17_FILES, STS_YEARS, TATOEBA_DEFAULT_LANGUAGES, tatoeba_code
 from .model_index import STS17_HUB_CONFIGS
 
 SOURCES_FILE = "SOURCES.tsv"
@@ -33,8 +33,7 @@ _STS_COLUMNS = ("sentence1", "sentence2", "score")
 _NOT_SPECIFIED = "not specified on the card (SemEval organisers' terms: research evaluation)"
 EVAL_HUB_SETS: dict[str, HubSet] = {
     **{
-        task: HubSet(f"mteb/{task}-sts", _STS_COLUMNS, _NOT_SPECIFIED, f"psp eval --tasks {task}")
-        for task in STS_YEARS
+        task: HubSet(f"mteb/{task}-sts", _STS_COLUMNS, _NOT_SPECIFIED, f"psp eval --tasks {task}") for task in STS_YEARS
     },
     "stsb": HubSet(
         "mteb/stsbenchmark-sts",
@@ -91,10 +90,16 @@ def _sick_rows(rows: Iterator[dict[str, str]], handles: list) -> int:
 def _tatoeba_rows(rows: Iterator[dict[str, str]], handles: list) -> int:
     other, english = handles
     count = 0
-    for count, row in enumerate(rows, 1):
+    for row in rows:
+        count += 1
         other.write(tsv_field(row["sentence1"]) + "\n")  # sentence1 is the other language, sentence2 English
         english.write(tsv_field(row["sentence2"]) + "\n")
     return count
+
+
+def sts12_train() -> FetchItem:
+    """The STS 2012 training pairs (the split `train` of mteb/sts12-sts): never in a distillation corpus."""
+    return FetchItem(EVAL_HUB_SETS["sts12"], "default", "train", ("sts/en/STS12-train/all.tsv",), _score_rows)
 
 
 def sts17_config(pair: str) -> str:
@@ -145,6 +150,16 @@ def eval_items(
                 paths = (f"tatoeba/v1/tatoeba.{code}-eng.{code}", f"tatoeba/v1/tatoeba.{code}-eng.eng")
                 items.append(FetchItem(hub_set, f"{code}-eng", "test", paths, _tatoeba_rows))
     return items
+
+
+def hub_data_dir() -> Path:
+    """Where `psp eval --from-hub` keeps the sets it fetched: $PSP_HUB_DATA, else <HF_HOME>/psp-hf/data."""
+    env = os.environ.get("PSP_HUB_DATA")
+    if env:
+        return Path(env)
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME) / "psp-hf" / "data"
 
 
 def sources_of(data_dir: str | os.PathLike) -> dict[str, dict[str, str]]:

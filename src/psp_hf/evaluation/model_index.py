@@ -72,8 +72,8 @@ _MINING = ("bitext-mining", "Bitext Mining")
 _CLASSIFICATION = ("text-classification", "Text Classification (SentEval)")
 
 # SemEval STS 2012-2016, STS Benchmark, SICK-R, STS17 and Tatoeba: the MTEB copies on the Hub hold the same test
-# sets as the files the harness reads. No `revision` is written: the scores come from the original files, not
-# from a particular revision of these copies.
+# sets as the files the harness reads. No `revision` is written for scores from the original files; scores read
+# from the copies themselves (`psp eval --from-hub`) name the revision read.
 # STS17 tracks as the harness names them (X-en) -> the config of mteb/sts17-crosslingual-sts. The second
 # Spanish-English track (WMT news, `es-en-wmt`) has no config there.
 _STS17_CONFIGS = {
@@ -263,6 +263,10 @@ def model_index(evaluation: Mapping[str, Any], model_name: str | None = None) ->
     rows = result_rows(card_results(evaluation))
     name = model_name or evaluation["model"]["name"]
     results = eval_results_for_card(rows)
+    # Scores read from Hub copies (`psp eval --from-hub`) name the revision they were measured on.
+    revisions = evaluation.get("hub", {}).get("datasets", {})
+    for result in results:
+        result.dataset_revision = revisions.get(result.dataset_type)
     return eval_results_to_model_index(name, results) if results else []
 
 

@@ -54,6 +54,8 @@ WIKIPEDIA = HubSet(
     layout="configs",
 )
 WIKIPEDIA_SENTENCES = 1_000_000  # as many as the data folder's copy holds
+# Pairs read per Hub source and language without --limit: OpenSubtitles alone holds tens of millions for some.
+HUB_PAIRS = 1_000_000
 
 
 def split_selection(text: str) -> tuple[str, list[tuple[HubSet, float]]]:
@@ -90,18 +92,19 @@ def hub_set(name: str) -> HubSet:
 def stage_hub_bitext(
     chosen: list[tuple[HubSet, float]], code: str, folder: Path, limit: int | None = None
 ) -> tuple[list[Path], dict[str, dict]]:
-    """One `<code>\\ten` TSV per Hub set in `folder`, streamed (at most `weight x limit` pairs), and the licences
-    as the report records them (with the revision read)."""
+    """One `<code>\\ten` TSV per Hub set in `folder`, streamed (the first `weight x limit` pairs, `HUB_PAIRS`
+    without a limit), and the licences as the report records them (with the revision read)."""
     files, licences = [], {}
     for hub, weight in chosen:
         name = hub.repo_id.rsplit("/", 1)[-1]
-        cap = None if limit is None else round(weight * limit)
+        cap = round(weight * (HUB_PAIRS if limit is None else limit))
         sha, rows = read_rows(hub, f"en-{code}", "train", limit=cap)
         staged = folder / f"{name}.tsv"
         count = 0
         with open(staged, "w", encoding="utf-8") as sink:
             sink.write(f"{code}\ten\n")
-            for count, row in enumerate(rows, 1):
+            for row in rows:
+                count += 1
                 other, english = tsv_field(row["non_english"]), tsv_field(row["english"])
                 if other and english:
                     sink.write(f"{other}\t{english}\n")
