@@ -111,15 +111,24 @@ def read_rows(
     Errors (missing config or split, a renamed column, a dropped connection) raise `HubReadError`, naming what was
     read and what to do; `progress(n)` is called every 1,000 rows.
     """
-    sha, files = resolve(hub_set)
+    sha = check_split(hub_set, config, split)
     where = f"{hub_set.repo_id} (config {config!r}, split {split!r}, revision {sha[:12]})"
+    return sha, _stream(hub_set, sha, config, split, where, limit, progress)
+
+
+def check_split(hub_set: HubSet, config: str, split: str) -> str:
+    """The commit the set's revision points at, after checking it holds `config`/`split` (the error lists the
+    configs it has)."""
+    sha, files = resolve(hub_set)
     if not _split_files(hub_set, files, config, split):
         known = configs(hub_set)
         if config not in known:
             shown = ", ".join(known[:40]) + (" ..." if len(known) > 40 else "")
             raise HubReadError(f"{hub_set.repo_id} has no config {config!r} at revision {sha[:12]}; configs: {shown}")
-        raise HubReadError(f"{where}: no such split (no parquet files under {config}/)")
-    return sha, _stream(hub_set, sha, config, split, where, limit, progress)
+        raise HubReadError(
+            f"{hub_set.repo_id} (config {config!r}, revision {sha[:12]}): no split {split!r} (no parquet files for it)"
+        )
+    return sha
 
 
 def _stream(

@@ -7,6 +7,7 @@ The Hub copies live on the tests' Hub server, laid out as the real ones and hold
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -39,6 +40,29 @@ def model(hub_copies, tmp_path_factory):
     tokenizer = train_tokenizer(hub_copies.sentences, vocab_size=300)
     PSPEncoder.from_tokenizer(tokenizer, hidden_size=16, seed=5).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def quick_retries(monkeypatch):
+    """The clients' retries on a dropped connection (huggingface_hub's backoff, datasets' 20 stream retries) without
+    their waits: the failure still ends the same way, in seconds."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "STREAMING_READ_MAX_RETRIES", 2)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    # A library's log handler made in an earlier test keeps that test's stderr (closed since): this one's, as in a
+    # fresh process.
+    class CurrentStderr:
+        def write(self, text: str) -> None:
+            sys.stderr.write(text)
+
+        def flush(self) -> None:
+            sys.stderr.flush()
+
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in logging.Logger.manager.loggerDict)]
+    for handler in {h for log in loggers for h in getattr(log, "handlers", [])}:
+        if type(handler) is logging.StreamHandler:
+            monkeypatch.setattr(handler, "stream", CurrentStderr())
 
 
 def run(capsys, *argv: str) -> tuple[int, str]:
@@ -131,7 +155,7 @@ def test_demo_without_the_folder_names_the_one_command(tmp_path, monkeypatch, ca
     assert f"psp data fetch --for demo -o {tmp_path / 'absent'}" in err and "Traceback" not in err
 
 
-def test_missing_config_renamed_column_and_dropped_connection_end_in_one_error(hub_copies, tmp_path, capsys):
+def test_a_missing_config_and_a_renamed_column_end_in_one_error(hub_copies, tmp_path, capsys):
     out = tmp_path / "data"
     code, err = run(capsys, "data", "fetch", "--langs", "xx", "-o", str(out))
     assert code == 2 and err.count("\n") == 2  # the start line and the error
@@ -160,7 +184,9 @@ def test_missing_config_renamed_column_and_dropped_connection_end_in_one_error(h
         assert upload("mteb/sickr-sts", {"default/test/0000.parquet": sink.getvalue()}, EXPORT, "back") != before
 
 
-def test_a_dropped_connection_fails_clearly_and_the_rerun_resumes(hub_copies, hub_server, tmp_path, capsys):
+def test_a_dropped_connection_fails_clearly_and_the_rerun_resumes(
+    hub_copies, hub_server, tmp_path, capsys, quick_retries
+):
     from psp_hf.data.fetch import fetch, items_for
     from psp_hf.errors import PSPInputError
 
@@ -169,6 +195,7 @@ def test_a_dropped_connection_fails_clearly_and_the_rerun_resumes(hub_copies, hu
         code, err = run(capsys, "data", "fetch", "--langs", "de", "-o", str(out))
     assert drop.hits >= 1 and code == 2 and "Traceback" not in err
     assert "reading from the Hub" in err and "failed" in err and "mteb/sts12-sts" in err
+    assert "run the same command again to resume" in err
     assert not (out / "MANIFEST.tsv").exists()
     # The connection drops after three sets are in: those stay, listed, and the rerun fetches only the rest.
     done: list[str] = []

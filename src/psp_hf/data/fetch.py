@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
-from ..hub_datasets import FetchItem, forget_revisions, read_rows
+from ..hub_datasets import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from ..io import atomic_path, iter_tsv
 from .sources.hub import demo_items, open_for_writing
 
@@ -102,6 +102,9 @@ def fetch(
     forget_revisions()
     manifest = _read_manifest(out)
     sources = {name: dict(row) for name, row in sources_of(out).items()}
+    todo = [item for item in items if not _done(out, item, manifest, sources)]
+    for item in todo:  # every config and split there before any download: a typo costs no waiting
+        check_split(item.hub_set, item.config, item.split)
     fetched, skipped = [], []
     for item in items:
         label = f"{item.hub_set.repo_id} {item.config}/{item.split}"
@@ -109,7 +112,13 @@ def fetch(
             skipped.extend(item.paths)
             continue
         sha, rows = read_rows(item.hub_set, item.config, item.split, limit=item.limit, progress=None)
-        records = _write_item(out, item, rows, label, progress)
+        try:
+            records = _write_item(out, item, rows, label, progress)
+        except HubReadError as error:
+            kept = len(fetched) + len(skipped)
+            raise HubReadError(
+                f"{error}. {kept} file(s) in {out} are complete and kept: run the same command again to resume"
+            ) from None
         for name in item.paths:
             path = out / name
             manifest[name] = (name, str(records), str(path.stat().st_size), _sha256(path))
