@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..data.sources.hub import split_selection, stage_hub_bitext
 from ..data.sources.language_sources import (
     DEV_SOURCE,
     bitext_sources,
@@ -20,7 +21,6 @@ from ..data.sources.language_sources import (
     source_licences,
     stage_bitext,
 )
-from ..data.sources.hub import split_selection, stage_hub_bitext
 from ..training.multilingual import (
     MULTILINGUAL_DEFAULT_MONO,
     MULTILINGUAL_DEFAULT_TARGETS,
