@@ -23,8 +23,7 @@ from pathlib import Path
 from ..errors import PSPInputError
 from ..hub_datasets import FetchItem, HubSet, configs, tsv_field
 from ..io import iter_tsv
-from .data import STS17_FILES, STS_YEARS, TATOEBA_DEFAULT_LANGUAGES, tatoeba_code
-from .model_index import STS17_HUB_CONFIGS
+from .data import STS17_FILES, STS17_HUB_CONFIGS, STS_YEARS, TATOEBA_DEFAULT_LANGUAGES, tatoeba_code
 
 SOURCES_FILE = "SOURCES.tsv"
 SOURCES_COLUMNS = ("path", "dataset", "config", "split", "revision", "license", "protocol")
