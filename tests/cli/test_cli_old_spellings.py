@@ -21,6 +21,7 @@ BASE = {
     "psp score": ["in.tsv", "-m", "M"],
     "psp train": [],
     "psp eval": [],
+    "psp data": ["fetch"],
     "psp prepare paraphrases": ["p.tsv"],
     "psp prepare bitext": ["p.tsv", "--lang", "de"],
     "psp prepare registry-bitext": ["--lang", "de", "-o", "O"],
