@@ -303,3 +303,13 @@ def test_the_readme_commands_without_a_data_folder(hub_copies, tmp_path, monkeyp
     captured = capsys.readouterr()
     assert "reading the evaluation sets from their Hub copies" in captured.err
     assert "Sets read from Hub copies: mteb/sickr-sts@" in captured.out
+
+
+def test_prepare_bitext_reads_hub_bitext(hub_copies, tmp_path, capsys):
+    out = tmp_path / "de"
+    code, err = run(capsys, "prepare", "bitext", "hub:opensubtitles", "--lang", "de", "-o", str(out))
+    assert code == 0, err
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert report["pairs_out"] > 300 and "parallel-sentences-opensubtitles" in report["inputs"][0]["path"]
+    code, err = run(capsys, "prepare", "bitext", "hub:tatoeba", "--lang", "de", "-o", str(tmp_path / "t"))
+    assert code == 2 and "never training text" in err

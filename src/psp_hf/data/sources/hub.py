@@ -12,8 +12,10 @@ other source (evaluation sentences, PUD dev pairs and duplicates out). Tatoeba's
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,6 +115,20 @@ def stage_hub_bitext(
         licences[name] = {"license": hub.license, "kind": "hub", "dataset": hub.repo_id, "revision": sha}
         licences[name]["weight"] = weight
     return files, licences
+
+
+@contextlib.contextmanager
+def staged_inputs(inputs: list[str], code: str, limit: int | None = None) -> Iterator[list[str]]:
+    """`psp prepare bitext`'s inputs with each `hub:NAME` streamed into a temporary `xx<TAB>en` file (removed
+    after)."""
+    named = [item for item in inputs if item.startswith(HUB_PREFIX)]
+    if not named:
+        yield list(inputs)
+        return
+    _, chosen = split_selection(",".join(named))
+    with tempfile.TemporaryDirectory(prefix="psp-hub-bitext-") as folder:
+        files, _ = stage_hub_bitext(chosen, code, Path(folder), limit)
+        yield [*(item for item in inputs if not item.startswith(HUB_PREFIX)), *map(str, files)]
 
 
 def _caption_rows(rows: Iterator[dict[str, str]], handles: list) -> int:
