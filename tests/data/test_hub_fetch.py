@@ -141,10 +141,13 @@ def test_fetch_for_demo_gives_a_folder_eval_and_training_run_on(hub_copies, mode
     assert (tmp_path / "m" / "config.json").is_file()
     # The distillation corpus of `make demo` builds on the fetched folder, evaluation text kept out.
     code, err = run(capsys, "prepare", "distill-corpus", "-o", str(tmp_path / "corpus"), "--data-dir", str(out),
-                    "--no-registry")  # fmt: skip
+                    "--no-registry", "--hub-text", "sentence-transformers/wikipedia-en-sentences")  # fmt: skip
     assert code == 0, err
     report = json.loads((tmp_path / "corpus" / "report.json").read_text())
     assert report["sources"]["wikipedia-2015"]["kept"] > 0
+    # The same sentences streamed from the Hub again (--hub-text): read, and dropped as duplicates.
+    streamed = report["sources"]["sentence-transformers/wikipedia-en-sentences"]
+    assert streamed["read"] == 200 and streamed["kept"] < streamed["read"]
     # The fetched evaluation sets are the ones kept out (STS-B and the STS12 training pairs among them).
     assert report["evaluation_sets"]["STS-B"]["distinct_sentences"] > 0
     assert report["evaluation_sets"]["STS12-train"]["distinct_sentences"] > 0
@@ -257,6 +260,7 @@ def test_a_killed_fetch_resumes(hub_copies, tmp_path):
     _check_manifest(out)
 
 
+@pytest.mark.slow
 def test_languages_trains_on_hub_bitext_end_to_end(hub_copies, tmp_path, capsys):
     from psp_hf.data.sources.hub import split_selection
     from psp_hf.errors import PSPInputError

@@ -131,6 +131,28 @@ def staged_inputs(inputs: list[str], code: str, limit: int | None = None) -> Ite
         yield [*(item for item in inputs if not item.startswith(HUB_PREFIX)), *map(str, files)]
 
 
+def hub_corpus_source(spec: str):
+    """`--hub-text OWNER/NAME[:CONFIG[:COLUMN]]` as a source of the distillation corpus (streamed when built; the
+    config and split are checked now)."""
+    from ...hub_datasets import check_split
+    from ..distill_corpus import CorpusSource
+
+    repo_id, _, rest = spec.partition(":")
+    config, _, column = rest.partition(":")
+    config, column = config or "default", column or "sentence"
+    if repo_id.count("/") != 1:
+        raise PSPInputError(f"--hub-text {spec!r}: give OWNER/NAME[:CONFIG[:COLUMN]]")
+    hub = HubSet(repo_id, (column,), "as the dataset's card says", "psp prepare distill-corpus", layout="configs")
+    check_split(hub, config, "train")
+
+    def sentences() -> Iterator[str]:
+        _, rows = read_rows(hub, config, "train")
+        for row in rows:
+            yield row[column]
+
+    return CorpusSource(repo_id, hub.license, f"{repo_id} ({config}, train, column {column}), from the Hub", sentences)
+
+
 def _caption_rows(rows: Iterator[dict[str, str]], handles: list) -> int:
     (sink,) = handles
     sink.write("image_idx\tsentence1\tsentence2\n")
