@@ -211,11 +211,12 @@ def hub_folder(args: argparse.Namespace, tasks: list[str], progress: bool, log) 
     """The evaluation sets of `tasks` fetched from their Hub copies (once; later runs reuse them), and the tasks
     to run: without --tasks, those that have a Hub copy."""
     from ..data.fetch import fetch
+    from ..data_folder import data_dir
     from ..evaluation.hub_data import HUB_TASKS, eval_items, hub_data_dir
 
     if not args.from_hub:
-        log(f"no data folder at {args.data_dir or 'the default place'}: reading the evaluation sets from their Hub "
-            "copies (`psp data fetch --for eval -o DIR` writes such a folder)")  # fmt: skip
+        log(f"no data folder at {data_dir(None)}: reading the evaluation sets from their Hub copies "
+            "(`psp data fetch --for eval -o DIR` writes such a folder)")  # fmt: skip
     if args.tasks == ["all"]:
         left_out = [task for task in tasks if task not in HUB_TASKS]
         tasks = [task for task in tasks if task in HUB_TASKS]
