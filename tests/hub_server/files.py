@@ -223,12 +223,15 @@ class FilesHandler(BaseHandler):
         self.end_headers()
         if method == "HEAD":
             return
+        drop = self.hub.drop_rule(method, urlsplit(self.path).path)
         with path.open("rb") as handle:
             handle.seek(start)
-            remaining = length
+            remaining = length if drop is None else min(length, drop.drop_after or 0)
             while remaining > 0:
                 chunk = handle.read(min(remaining, 1 << 20))
                 if not chunk:
                     break
                 self.wfile.write(chunk)
                 remaining -= len(chunk)
+        if drop is not None:
+            self.close_connection = True  # the client was promised `length` bytes: it sees the connection drop

@@ -117,6 +117,7 @@ class FailRule:
     times: int | None
     message: str
     hits: int = 0
+    drop_after: int | None = None  # a dropping rule (HubServer.dropping): bytes sent before the connection closes
 
     def matches(self, method: str, path: str) -> bool:
         """Whether this rule refuses ``method path`` (and counts the refusal)."""

@@ -51,6 +51,7 @@ class HubServer:
         self.user = USER
         self.tree_page_size: int | None = None
         self._rules: list[FailRule] = []
+        self._drops: list[FailRule] = []
         self._rules_lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self._httpd = HubHTTPServer(("127.0.0.1", port), HubHandler)
@@ -92,6 +93,7 @@ class HubServer:
             self.state.blob_dir.mkdir(parents=True, exist_ok=True)
         with self._rules_lock:
             self._rules.clear()
+            self._drops.clear()
             self.requests.clear()
         self.tree_page_size = None
 
@@ -129,6 +131,31 @@ class HubServer:
         finally:
             with self._rules_lock:
                 self._rules.remove(rule)
+
+    @contextlib.contextmanager
+    def dropping(self, path_contains: str, *, after: int = 64, times: int | None = None) -> Iterator[FailRule]:
+        """Inside the block, file downloads whose URL path contains ``path_contains`` send their headers and
+        ``after`` bytes of the body, then close the connection: a connection dropped mid-download.
+
+        ``times`` limits it to the first ``times`` such downloads; the rule's ``hits`` counts them.
+        """
+        rule = FailRule(0, ("GET",), path_contains, times, f"drop after {after} bytes")
+        rule.drop_after = after
+        with self._rules_lock:
+            self._drops.append(rule)
+        try:
+            yield rule
+        finally:
+            with self._rules_lock:
+                self._drops.remove(rule)
+
+    def drop_rule(self, method: str, path: str) -> FailRule | None:
+        """The dropping rule that applies to this download, if any (counted as a hit)."""
+        with self._rules_lock:
+            for rule in self._drops:
+                if rule.matches(method, path):
+                    return rule
+        return None
 
     def unique_repo_id(self, name: str = "repo") -> str:
         """A fresh ``<user>/<name>-<random>`` repo id, so tests sharing the server never collide."""

@@ -40,6 +40,7 @@ COMMANDS = {
     "teacher": ("teacher", "convert the multilingual teachers shipped in PyPI wheels (e5-small)"),
     "languages": ("languages", "build the X-English models end to end: prepare, label, train, evaluate, card"),
     "serve": ("serve", "serve models over HTTP (OpenAI and TEI embedding routes) and a search page"),
+    "data": ("data", "fetch the data folder's evaluation sets and training text from the Hugging Face Hub"),
 }
 
 

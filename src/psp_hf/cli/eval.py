@@ -60,6 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the folder's MANIFEST.tsv: a file whose sha256 differs is named in a warning on stderr, listed under "
         "data.modified_files in the JSON report and in the Markdown, and the run goes on",
     )
+    parser.add_argument(
+        "--from-hub",
+        action="store_true",
+        help="read the evaluation sets from their Hub copies (MTEB's; fetched once into $PSP_HUB_DATA or "
+        "<HF_HOME>/psp-hf/data, revisions recorded in the report and the model-index), not the data folder. "
+        "Without --data-dir and with no folder at the default place, this is what happens. Tasks with a Hub copy: "
+        "sts12-16, stsb, sickr, sts17, tatoeba (see docs/data.md for what differs)",
+    )
     flags.add_output(
         parser,
         default=None,
@@ -109,6 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate every --model on --tasks, print the Markdown tables, write the report files if asked."""
+    from ..data_folder import data_dir as data_folder
     from ..data_folder import existing_data_dir
     from ..errors import PSPInputError
     from ..evaluation.adapters import load_encoder
@@ -120,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.models and not args.encoders:
         raise PSPInputError("give at least one --model ID_OR_PATH or --encoder MODULE:NAME")
     tasks = resolve_tasks(args.tasks)
-    data_dir = existing_data_dir(args.data_dir)
+    use_hub = args.from_hub or (args.data_dir is None and not data_folder(None).is_dir())
+    data_dir = None if use_hub else existing_data_dir(args.data_dir)
     if args.tatoeba_margin_k < 0:
         raise PSPInputError(f"--tatoeba-margin-k must be 0 (off) or more, got {args.tatoeba_margin_k}")
     if args.batch_size is not None and args.batch_size < 1:
@@ -134,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         logger.info(line)
 
+    if use_hub:
+        data_dir, tasks = hub_folder(args, tasks, progress, log)
     # Every model is loaded before any task runs, so a broken second model cannot throw away the first's results.
     encoders = [load_encoder(model_id, kind=args.model_kind, device=args.device) for model_id in args.models]
     encoders += [load_encoder_spec(spec) for spec in args.encoders]
@@ -192,6 +204,27 @@ def run(args: argparse.Namespace) -> int:
         for path in written:
             log(f"wrote {path}")
     return 0
+
+
+def hub_folder(args: argparse.Namespace, tasks: list[str], progress: bool, log) -> tuple[str, list[str]]:
+    """The evaluation sets of `tasks` fetched from their Hub copies (once; later runs reuse them), and the tasks
+    to run: without --tasks, those that have a Hub copy."""
+    from ..data.fetch import fetch
+    from ..data_folder import data_dir
+    from ..evaluation.hub_data import HUB_TASKS, eval_items, hub_data_dir
+
+    if not args.from_hub:
+        log(f"no data folder at {data_dir(None)}: reading the evaluation sets from their Hub copies "
+            "(`psp data fetch --for eval -o DIR` writes such a folder)")  # fmt: skip
+    if args.tasks == ["all"]:
+        left_out = [task for task in tasks if task not in HUB_TASKS]
+        tasks = [task for task in tasks if task in HUB_TASKS]
+        if left_out:
+            log(f"no Hub copy is read for {', '.join(left_out)}: left out (they need the data folder)")
+    folder = hub_data_dir()
+    items = eval_items(tasks, args.tatoeba_langs, args.sts17_pairs)
+    fetch(folder, items, progress=progress, say=log)
+    return str(folder), tasks
 
 
 def check_output(output: str | None) -> None:

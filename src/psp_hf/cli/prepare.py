@@ -40,7 +40,13 @@ def _languages(value: str) -> list[str]:
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TSV files (.tsv, .tsv.gz, .txt)")
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="TSV files (.tsv, .tsv.gz, .txt); for bitext also hub:NAME (sentence-transformers/parallel-sentences-NAME"
+        ", e.g. hub:opensubtitles) or hub:OWNER/NAME, streamed from the Hub (docs/data.md)",
+    )
     flags.add_output(parser, help="write the dataset folder here (atomically)")
     parser.add_argument("--push-to-hub", metavar="REPO", help="upload the dataset to this Hub dataset repo")
     parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
@@ -278,9 +284,12 @@ def run(args: argparse.Namespace) -> int:
             **common,
         )
     else:
-        report = prepare_bitext(
-            args.inputs, args.lang, langid=args.langid, exclude_evaluation=args.exclude_evaluation, **common
-        )
+        from ..data.sources.hub import staged_inputs
+
+        with staged_inputs(args.inputs, args.lang, args.limit) as inputs:  # `hub:NAME` streamed from the Hub
+            report = prepare_bitext(
+                inputs, args.lang, langid=args.langid, exclude_evaluation=args.exclude_evaluation, **common
+            )
     if not args.quiet:
         from .prepare_sources import print_summary
 

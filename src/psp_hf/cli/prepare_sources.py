@@ -40,6 +40,14 @@ def add_source_commands(prepare: flags.Parser) -> None:
     flags.add_output(corpus, required=True, help="output folder (files replaced atomically)")
     flags.add_data_dir(corpus)
     corpus.add_argument("--no-registry", action="store_true", help="only the shared data folder")
+    corpus.add_argument(
+        "--hub-text",
+        action="append",
+        default=[],
+        metavar="OWNER/NAME[:CONFIG[:COLUMN]]",
+        help="also English text of a Hub dataset, streamed (split train; default config 'default', column "
+        "'sentence'), e.g. sentence-transformers/wikipedia-en-sentences; repeat for several (docs/data.md)",
+    )
 
     label = prepare.add_subcommand(
         "label",
@@ -101,11 +109,13 @@ def _run_distill_corpus(args: argparse.Namespace) -> int:
 
     from ..data.checks import check_output_folder
     from ..data.distill_corpus import build_distill_corpus
+    from ..data.sources.hub import hub_corpus_source
     from ..data.sources.registry_text import registry_sources
 
+    hub = [hub_corpus_source(spec) for spec in args.hub_text]  # checked before any work
     check_output_folder(Path(args.output), overwrite=True, replaces=False)
     result = build_distill_corpus(
-        args.output, args.data_dir, extra_sources=[] if args.no_registry else registry_sources()
+        args.output, args.data_dir, extra_sources=[*([] if args.no_registry else registry_sources()), *hub]
     )
     write_result(json.dumps(result.report, indent=2, ensure_ascii=False))
     return 0

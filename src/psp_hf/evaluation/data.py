@@ -37,6 +37,14 @@ STS17_FILES: dict[str, tuple[str, str]] = {
     "tr-en": ("en", "tr"),
 }
 STS17_DEFAULT_PAIRS: tuple[str, ...] = ("ar-ar", "ar-en", "es-es", "es-en", "en-en", "tr-en")
+# STS17 tracks as the harness names them (X-en) -> the config of mteb/sts17-crosslingual-sts (the card's
+# model-index links to it; `psp eval --from-hub` reads it). The second Spanish-English track (WMT news,
+# `es-en-wmt`) has no config there.
+STS17_HUB_CONFIGS: dict[str, str] = {
+    "ar-ar": "ar-ar", "ar-en": "en-ar", "en-ar": "en-ar", "de-en": "en-de", "en-de": "en-de", "en-en": "en-en",
+    "tr-en": "en-tr", "en-tr": "en-tr", "es-en": "es-en", "es-es": "es-es", "fr-en": "fr-en", "it-en": "it-en",
+    "ko-ko": "ko-ko", "nl-en": "nl-en",
+}  # fmt: skip
 
 # Two-letter codes users type, mapped to the ISO 639-3 codes of the Tatoeba file names.
 TATOEBA_CODES: dict[str, str] = {

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .data import tatoeba_code
+from .data import STS17_HUB_CONFIGS, tatoeba_code
 from .task_names import SENTEVAL_TASKS, STS_YEAR_TASKS
 
 METRIC_NAMES = {
@@ -72,15 +72,10 @@ _MINING = ("bitext-mining", "Bitext Mining")
 _CLASSIFICATION = ("text-classification", "Text Classification (SentEval)")
 
 # SemEval STS 2012-2016, STS Benchmark, SICK-R, STS17 and Tatoeba: the MTEB copies on the Hub hold the same test
-# sets as the files the harness reads. No `revision` is written: the scores come from the original files, not
-# from a particular revision of these copies.
-# STS17 tracks as the harness names them (X-en) -> the config of mteb/sts17-crosslingual-sts. The second
-# Spanish-English track (WMT news, `es-en-wmt`) has no config there.
-_STS17_CONFIGS = {
-    "ar-ar": "ar-ar", "ar-en": "en-ar", "en-ar": "en-ar", "de-en": "en-de", "en-de": "en-de", "en-en": "en-en",
-    "tr-en": "en-tr", "en-tr": "en-tr", "es-en": "es-en", "es-es": "es-es", "fr-en": "fr-en", "it-en": "it-en",
-    "ko-ko": "ko-ko", "nl-en": "nl-en",
-}  # fmt: skip
+# sets as the files the harness reads. No `revision` is written for scores from the original files; scores read
+# from the copies themselves (`psp eval --from-hub`) name the revision read.
+# STS17 tracks -> the configs of mteb/sts17-crosslingual-sts: `data.STS17_HUB_CONFIGS`.
+_STS17_CONFIGS = STS17_HUB_CONFIGS
 
 # SentEval's sets: (name in the card, Hub dataset id or None, config, split). Only SICK (the former canonical
 # `sick`, now RobZamp/sick), TREC (CogComp/trec), MRPC (GLUE) and MR (rotten_tomatoes: Pang & Lee's sentence
@@ -262,6 +257,10 @@ def model_index(evaluation: Mapping[str, Any], model_name: str | None = None) ->
     rows = result_rows(card_results(evaluation))
     name = model_name or evaluation["model"]["name"]
     results = eval_results_for_card(rows)
+    # Scores read from Hub copies (`psp eval --from-hub`) name the revision they were measured on.
+    revisions = evaluation.get("hub", {}).get("datasets", {})
+    for result in results:
+        result.dataset_revision = revisions.get(result.dataset_type)
     return eval_results_to_model_index(name, results) if results else []
 
 

@@ -225,6 +225,11 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         lines += [f"Data: {data.get('dir')} — {matched}/{len(files)} files read match MANIFEST.tsv checksums.", ""]
         if data.get("modified_files"):
             lines += [f"**Modified data** (sha256 differs from MANIFEST.tsv): {', '.join(data['modified_files'])}.", ""]
+    hub = next((model["hub"] for model in models if model.get("hub")), None)
+    if hub:
+        read = ", ".join(f"{name}@{revision[:12]}" for name, revision in sorted(hub["datasets"].items()))
+        lines += [f"Sets read from Hub copies: {read}.", ""]
+        lines += [f"Protocol, {task}: {text}." for task, text in hub.get("protocols", {}).items()]
     return "\n".join(lines).rstrip() + "\n"
 
 

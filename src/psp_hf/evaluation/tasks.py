@@ -325,7 +325,7 @@ def evaluate_model(
         else str(path)
         for path in run.files
     )
-    return {
+    out = {
         "model": adapter.info(),
         "results": results,
         "summary": summarize(results),
@@ -333,6 +333,12 @@ def evaluate_model(
         "files": files,
         "data_dir": str(data_dir_resolved),
     }
+    from .hub_data import hub_provenance
+
+    hub = hub_provenance(data_dir_resolved, files, task_names)
+    if hub:  # a folder fetched from the Hub: its datasets' revisions, licences and protocol notes
+        out["hub"] = hub
+    return out
 
 
 __all__ = [

@@ -109,7 +109,10 @@ def main() -> int:
 def _demo() -> int:
     data = data_dir()
     if not (data / "sts").is_dir():
-        logger.error(f"demo: the real data is missing at {data}; set PSP_DATA")
+        logger.error(
+            f"demo: no data folder at {data}. Fetch what the demo reads from the Hugging Face Hub (a few minutes, "
+            f"resumable) with\n\n    psp data fetch --for demo -o {data}\n\nor set PSP_DATA to the shared data folder."
+        )
         return 2
     out = Path(os.environ.get("PSP_DEMO_OUT", "demo_out"))
     out.mkdir(parents=True, exist_ok=True)

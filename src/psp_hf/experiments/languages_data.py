@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..data.sources.hub import split_selection, stage_hub_bitext
 from ..data.sources.language_sources import (
     DEV_SOURCE,
     bitext_sources,
@@ -44,16 +45,21 @@ def check_data(code: str, settings) -> None:
     """Fail before any work when the dev set or a chosen source is missing or a name is wrong."""
     if settings.dev == "pud":
         dev_file(settings.data, code)
-    bitext_sources(code, settings.sources)
+    bitext_sources(code, split_selection(settings.sources)[0])
     mono_sources(code, mono_selection(settings), settings.non_commercial)
 
 
 def stage_sources(code: str, settings, staging: Path) -> tuple[list[Path], dict]:
     """The chosen bitext sources as staged files, and their licences as the report records them."""
-    chosen = bitext_sources(code, settings.sources)
-    if not chosen:
+    local, hub = split_selection(settings.sources)  # `hub:NAME` items stream from the Hub (data/sources/hub.py)
+    chosen = bitext_sources(code, local)
+    if not chosen and not hub:
         raise_nothing(code, settings.sources)
-    return stage_bitext(chosen, settings.data, code, staging), source_licences(chosen, "data folder")
+    files, licences = stage_bitext(chosen, settings.data, code, staging), source_licences(chosen, "data folder")
+    if hub:
+        hub_files, hub_licences = stage_hub_bitext(hub, code, staging, settings.limit)
+        files, licences = [*files, *hub_files], {**licences, **hub_licences}
+    return files, licences
 
 
 def raise_nothing(code: str, selection: str) -> None:
