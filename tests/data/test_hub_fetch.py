@@ -273,7 +273,7 @@ def test_languages_trains_on_hub_bitext_end_to_end(hub_copies, tmp_path, capsys)
     assert code == 0, err
     out = tmp_path / "out"
     command = [
-        sys.executable, "-c", CLI, "languages", "--langs", "de", "--out", str(out), "--data-dir", str(data),
+        sys.executable, "-c", CLI, "languages", "--langs", "de", "-o", str(out), "--data-dir", str(data),
         "--sources", "hub:opensubtitles", "--margin-only", "--dev", "bitext", "--dim", "8", "--vocab-size", "150",
         "--no-registry", "--tasks", "tatoeba", "--threads", "1", "--minutes", "1",
         "--train-args", "--max-steps 3 --batch-size 16",
