@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from ..devices import check_device
 
     check_device(args.device)  # before run.json is written: a bad device must not lock the folder
-    from ..io import cannot_be_hub_id
+    from ..io import atomic_path, cannot_be_hub_id
 
     for flag in ("model", "lm", "score_model"):
         value = getattr(args, flag, None)
@@ -205,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         "translation": translation,
         "filtering": filtering,
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    with atomic_path(out / "report.json") as tmp:  # a link planted at the name is replaced, never written through
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
     write_card(out, report, args.src_lang, repo_id=args.push_to_hub)
     if not args.quiet:
         print(_summary(out, translation, filtering), file=sys.stderr)
