@@ -390,11 +390,12 @@ def check_inside(path: str | os.PathLike, folder: str | os.PathLike | None = Non
                 )
 
 
-def check_no_links(folder: str | os.PathLike) -> None:
-    """Refuse a symlink anywhere below `folder` (files and folders; nothing is followed): for folders that writers
-    fill by plain opens (`save_pretrained`), which would write through a link planted there."""
-    for parent, folders, files in os.walk(folder):
-        for name in [*folders, *files]:
+def check_no_links(folder: str | os.PathLike, files: bool = True) -> None:
+    """Refuse a symlink anywhere below `folder` (nothing is followed): a linked folder would take the files written
+    into it elsewhere, and a linked file is written through by plain opens (`save_pretrained`). `files=False` looks
+    at folders only, for folders whose files are all replaced atomically."""
+    for parent, folders, names in os.walk(folder):
+        for name in [*folders, *names] if files else folders:
             path = os.path.join(parent, name)
             if os.path.islink(path):
                 raise PSPInputError(f"{path}: is a symlink in an output folder; psp does not write through it")
