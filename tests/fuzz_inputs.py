@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 import struct
 import tempfile
@@ -117,11 +118,35 @@ def tokenizer_document(draw, valid: dict) -> bytes:
     return draw(json_document(valid))
 
 
+# Finite values whose sums overflow float32 (its largest is 3.4e38), and ones near the edge of what psp accepts.
+HUGE = st.sampled_from([3e38, -3e38, 3.4028235e38, 1e30, -1e20, 1e9, 1e8])
+
+
+@st.composite
+def huge_table(draw, valid: bytes) -> bytes:
+    """`valid` (a model.safetensors) with some table values, or whole rows, made huge but finite."""
+    from safetensors.numpy import load, save
+
+    tensors = load(valid)
+    table = tensors["embeddings.weight"].copy()
+    for _ in range(draw(st.integers(1, 3))):
+        # Every row (so the test sentences meet it) or one; the whole row or one value.
+        row = slice(None) if draw(st.booleans()) else draw(st.integers(0, len(table) - 1))
+        columns = slice(None) if draw(st.booleans()) else draw(st.integers(0, table.shape[1] - 1))
+        table[row, columns] = draw(HUGE)
+    tensors["embeddings.weight"] = table
+    return save(tensors)
+
+
 @st.composite
 def safetensors_file(draw, valid: bytes) -> bytes:
-    """A model.safetensors: a drawn header (dtypes, shapes, offsets, overlaps) over drawn data, or damaged bytes."""
-    if draw(st.booleans()):
+    """A model.safetensors: a drawn header (dtypes, shapes, offsets, overlaps) over drawn data, damaged bytes, or a
+    valid file whose table holds huge but finite values."""
+    kind = draw(st.sampled_from(["bytes", "header", "huge"]))
+    if kind == "bytes":
         return draw(mutated(valid))
+    if kind == "huge":
+        return draw(huge_table(valid))
     entry = st.fixed_dictionaries(
         {
             "dtype": st.sampled_from(["F32", "F16", "BF16", "F64", "I8", "I64", "U8", "BOOL", "X"]),
@@ -176,6 +201,8 @@ class Context:
     model: Path
     tokenizer: Path
     static: Path
+    embedded: Path | None = None
+    mined: str = ""  # `psp mine` of `embedded`, as TSV
     run: Path | None = None
     run_args: list[str] | None = None
 
@@ -190,9 +217,22 @@ class Context:
         static = root / "static"
         save_model2vec(load(model), static / "0_StaticEmbedding")
         context = cls(root, model, tokenizer, static)
+        context.embed_dataset()
         if with_run:
             context.train_run()
         return context
+
+    def embed_dataset(self) -> None:
+        """An embed-dataset folder of 7 sentences in shards of 3, and what `psp mine` makes of it."""
+        (self.root / "corpus.txt").write_text("".join(f"a {word} runs in the {WORDS[-i]}\n" for i, word in
+                                                      enumerate(WORDS[:7], start=1)))  # fmt: skip
+        self.embedded = self.root / "embedded"
+        code, _, err = run_cli("embed-dataset", str(self.root / "corpus.txt"), "-m", str(self.model), "-o",
+                               str(self.embedded), "--shard-size", "3", "-q")  # fmt: skip
+        assert code == 0, err
+        code, _, err = run_cli("mine", str(self.embedded), "-o", str(self.root / "mined.tsv"), "-q")
+        assert code == 0, err
+        self.mined = (self.root / "mined.tsv").read_text()
 
     def train_run(self) -> None:
         from fault_helpers import english_pairs
@@ -293,6 +333,168 @@ def checkpoint_file(context: Context):
     )
 
 
+# Counters a resumed run must find, equal to its checkpoint's where the run fixes them (tests' own oracle, kept apart
+# from psp's checks on purpose).
+REQUIRED_COUNTERS = ("step", "epoch", "megabatch_size", "positions")
+
+
+def _all_finite(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_all_finite(item) for item in value)
+    return True
+
+
+def _counters_fit(data: bytes, valid: dict) -> bool:
+    """Whether counters `data` could be the checkpoint's own: psp may resume from them (exit 0) only then."""
+    try:
+        state = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(state, dict) or any(name not in state for name in REQUIRED_COUNTERS):
+        return False
+    positions = state["positions"]
+    return (
+        type(state["step"]) is int
+        and state["step"] == valid["step"]
+        and isinstance(positions, list)
+        and len(positions) == len(valid["positions"])
+        and _all_finite(state)
+    )
+
+
+@st.composite
+def counters_document(draw, valid: dict) -> bytes:
+    """A train_state.json: empty, one counter set to a drawn number (huge, negative, NaN), a drawn number of
+    positions, or the generic JSON edits."""
+    kind = draw(st.sampled_from(["json", "counter", "counter", "positions", "empty"]))
+    if kind == "json":
+        return draw(json_document(valid))
+    if kind == "empty":
+        return b"{}"
+    state = dict(valid)
+    if kind == "positions":
+        state["positions"] = [0] * draw(st.sampled_from([0, 2, 1000]))
+    else:
+        name = draw(st.sampled_from(sorted(valid)))
+        state[name] = draw(st.sampled_from([200, 10**30, 2**63, -1, 0]) | st.integers(-5, 10**6) | st.floats())
+    return json.dumps(state).encode()
+
+
+def read_train_state(context: Context, work: Path, value: bytes) -> tuple[str, str]:
+    from psp_hf.training.checkpoint import CheckpointStore
+
+    run = work / "run"
+    shutil.copytree(context.run, run)
+    folder = CheckpointStore(run / "training").folder()
+    valid = json.loads((folder / "train_state.json").read_text())
+    (folder / "train_state.json").write_bytes(value)
+    code, _, err = run_cli("train", *context.run_args, "--output-dir", str(run), "--resume", "--max-steps", "3")
+    result = classify(code, err)
+    if result[0] == "ok" and not _counters_fit(value, valid):
+        return "failure", f"exit 0 resuming from counters that are not the run's: {value[:200]!r}"
+    return result
+
+
+# Where a drawn checkpoint.json may point: its own folder, a loadable copy outside the run (by absolute and relative
+# path; OUTSIDE is replaced by the copy's path), and odd names.
+POINTER_FOLDERS = ["OWN", "OUTSIDE", "REL-OUTSIDE", "OWN/..", "checkpoint-99", ".", "", "/", "../../..", "training"]
+
+
+@st.composite
+def pointer_document(draw, valid: dict) -> bytes:
+    """A checkpoint.json whose folder (and perhaps step) is drawn, or the generic JSON edits."""
+    if draw(st.integers(0, 3)) == 0:
+        return draw(json_document(valid))
+    folder = draw(st.sampled_from(POINTER_FOLDERS) | st.text(max_size=10) | JSON_VALUES)
+    step = draw(st.sampled_from([valid["step"], valid["step"], 0, 200, 10**30, -1]))
+    return json.dumps({**valid, "folder": folder, "step": step}).encode()
+
+
+def read_pointer(context: Context, work: Path, value: bytes) -> tuple[str, str]:
+    import os
+
+    from psp_hf.training.checkpoint import CheckpointStore
+
+    run = work / "run"
+    shutil.copytree(context.run, run)
+    own = CheckpointStore(run / "training").folder()
+    outside = work / "outside" / "checkpoint-9"
+    shutil.copytree(own, outside)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    valid = json.loads((run / "training" / "checkpoint.json").read_text())
+    try:
+        pointer = json.loads(value)
+    except ValueError:
+        pointer = None
+    if isinstance(pointer, dict) and isinstance(pointer.get("folder"), str):
+        names = {"OWN": own.name, "OUTSIDE": str(outside), "REL-OUTSIDE": os.path.relpath(outside, run / "training")}
+        for name, path in sorted(names.items(), key=lambda item: -len(item[0])):
+            pointer["folder"] = pointer["folder"].replace(name, path)
+        value = json.dumps(pointer).encode()
+    (run / "training" / "checkpoint.json").write_bytes(value)
+    code, _, err = run_cli("train", *context.run_args, "--output-dir", str(run), "--resume", "--max-steps", "3")
+    result = classify(code, err)
+    if {p.name: p.read_bytes() for p in outside.iterdir()} != before:
+        return "failure", f"the checkpoint outside the run was changed by resuming from {value[:200]!r}"
+    fits = isinstance(pointer, dict) and pointer.get("folder") == own.name and pointer.get("step") == valid["step"]
+    if result[0] == "ok" and not fits:
+        return "failure", f"exit 0 resuming from a checkpoint.json that is not the run's: {value[:200]!r}"
+    return result
+
+
+@st.composite
+def embedded_edit(draw) -> tuple[str, object]:
+    """An edit of an embed-dataset folder (7 rows, shards of 3): index.json or manifest.json counts, a shard's row
+    numbers, or a shard's embeddings made NaN or huge but finite."""
+    kind = draw(st.sampled_from(["index", "manifest", "rows", "rows", "embeddings"]))
+    counts = st.sampled_from([0, 1, 2, 3, 6, 7, 8, 100_000_000, -1, 2**63]) | JSON_VALUES
+    if kind == "index":
+        return kind, {draw(st.sampled_from(["rows", "shards"])): draw(counts)}
+    if kind == "manifest":
+        return kind, {"shard_size": draw(counts)}
+    shard = draw(st.integers(0, 2))
+    if kind == "rows":
+        return kind, (shard, draw(st.lists(st.integers(-1, 9), max_size=4)))
+    return kind, (shard, draw(st.integers(0, 2)), draw(HUGE | st.just(float("nan"))))
+
+
+def read_embedded(context: Context, work: Path, value: tuple[str, object]) -> tuple[str, str]:
+    folder = work / "embedded"
+    shutil.copytree(context.embedded, folder)
+    kind, edit = value
+    damaged_row = None
+    if kind in ("index", "manifest"):
+        path = folder / f"{kind}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    elif kind == "rows":
+        shard, rows = edit
+        np.save(folder / f"shard-{shard:05d}.rows.npy", np.array(rows, dtype=np.int64))
+    else:
+        shard, row, number = edit
+        vectors = np.load(folder / f"shard-{shard:05d}.npy")
+        if row < len(vectors):
+            vectors[row, 0] = number
+            damaged_row = shard * 3 + row
+        np.save(folder / f"shard-{shard:05d}.npy", vectors)
+    code, _, err = run_cli("mine", str(folder), "-o", str(work / "mined.tsv"), "-q")
+    result = classify(code, err)
+    if result[0] != "ok":
+        return result
+    mined = (work / "mined.tsv").read_text()
+    rows = [line.split("\t") for line in mined.splitlines()[1:]]
+    if not all(math.isfinite(float(x)) for row in rows for x in row[2:]):
+        return "failure", "exit 0 with NaN or infinite scores"
+    if damaged_row is None and mined != context.mined:
+        return "failure", f"exit 0 with other pairs after editing {kind}: {edit!r}"
+    if damaged_row is not None and abs(number) > 1e15 and any(str(damaged_row) in row[:2] for row in rows):
+        return "failure", f"exit 0 pairing row {damaged_row}, which holds {number}"
+    return result
+
+
 @dataclass
 class Reader:
     """One thing psp reads: how to draw an input and how to run psp on it."""
@@ -305,6 +507,16 @@ class Reader:
 
 def _valid(context: Context, name: str) -> dict:
     return json.loads((context.model / name).read_text())
+
+
+def _pointer(context: Context) -> dict:
+    return json.loads((context.run / "training" / "checkpoint.json").read_text())
+
+
+def _state(context: Context) -> dict:
+    from psp_hf.training.checkpoint import CheckpointStore
+
+    return json.loads((CheckpointStore(context.run / "training").folder() / "train_state.json").read_text())
 
 
 READERS = [
@@ -328,7 +540,12 @@ READERS = [
     Reader("modules.json", lambda c: modules_document(), read_modules),
     Reader("pair files TSV/JSONL/.gz (psp train)", lambda c: pair_file(), read_pairs_for_training, slow=True),
     Reader("checkpoint files (psp train --resume)", checkpoint_file, read_checkpoint, slow=True),
-]
+    Reader("embed-dataset folder (psp mine)", lambda c: embedded_edit(), read_embedded),
+    Reader("train_state.json counters (psp train --resume)", lambda c: counters_document(_state(c)), read_train_state,
+           slow=True),
+    Reader("checkpoint.json folder (psp train --resume)", lambda c: pointer_document(_pointer(c)), read_pointer,
+           slow=True),
+]  # fmt: skip
 
 
 def run_one(reader: Reader, context: Context, value) -> tuple[str, str]:

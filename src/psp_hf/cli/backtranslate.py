@@ -127,6 +127,13 @@ def _work_folder(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Translate (resuming), filter, write the report and card, and push when asked."""
+    from ..io import output_folder
+
+    with output_folder(_work_folder(args)):  # a folder linked out of it (parts/) is refused, not written through
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..backtranslation.card import write_card
     from ..backtranslation.pipeline import FilterSettings, TranslateSettings, filter_translations, translate_bitext
 
