@@ -11,6 +11,7 @@ import secrets
 import signal
 import stat
 import sys
+import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -308,24 +309,28 @@ def _written_through(path: Path) -> bool:
     return stat.S_ISLNK(mode) and _descriptor_link(path)
 
 
-# The folder of this process's descriptors, as `os.path.realpath` spells /proc/self/fd, /dev/fd and their thread forms.
+# A folder of descriptors, as `os.path.realpath` spells /proc/self/fd, /dev/fd and their thread forms.
 _DESCRIPTOR_FOLDER = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd")
 
 
-def _own_writable_descriptor(path: str) -> bool:
-    """True when `path` names one of this process's descriptors (`/proc/self/fd/N`, `/dev/fd/N`) that is open for
-    writing: writing there goes where the process's owner sent that descriptor, never to a file a link chose."""
+def _descriptor(path: str) -> int | None:
+    """The descriptor `path` names (`/proc/self/fd/N`, `/dev/fd/N`) when it is this process's and open for writing:
+    writing there goes where the process's owner sent that descriptor, never to a file a link chose. -1 for any other
+    descriptor name (another process's, one not open, or one open for reading only); None for a path that names
+    none."""
     folder = _DESCRIPTOR_FOLDER.fullmatch(os.path.realpath(os.path.dirname(path)))
     name = os.path.basename(path)
-    if not (folder and int(folder.group(1)) == os.getpid() and name.isdigit()):
-        return False
+    if not (folder and name.isdigit()):
+        return None
+    if int(folder.group(1)) != os.getpid():
+        return -1
     import fcntl
 
     try:
         flags = fcntl.fcntl(int(name), fcntl.F_GETFL)
     except OSError:  # not open
-        return False
-    return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+        return -1
+    return int(name) if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) else -1
 
 
 def _descriptor_link(path: Path) -> bool:
@@ -333,7 +338,10 @@ def _descriptor_link(path: Path) -> bool:
     # one of this process's writable descriptors (a link to /proc/self/root/... names a file, not a descriptor).
     current, seen = os.fspath(path), 0
     while seen < 40:
-        if _own_writable_descriptor(current):
+        descriptor = _descriptor(current)
+        if descriptor is not None:
+            if descriptor < 0:  # replacing the link would replace /dev/stdout itself when stdout is closed
+                raise PSPInputError(f"{path}: names a descriptor that is not open for writing")
             return True
         if not os.path.islink(current):
             return False
@@ -435,8 +443,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")
     through = _written_through(path)
-    _remove_stale_temps(path)
-    tmp = _temp_name(path)
+    # Written through, the temporary need not sit beside its target: /dev/fd/N's folder takes no files.
+    beside = Path(tempfile.gettempdir()) / path.name if through else path
+    _remove_stale_temps(beside)
+    tmp = _temp_name(beside)
     try:
         with _terminate_as_exception():
             try:

@@ -6,6 +6,7 @@ pointers and counter files that lead out of the run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,17 +68,33 @@ def test_args_json_is_never_written_through_a_link_by_way_of_proc_root(tmp_path,
     assert json.loads((training / "args.json").read_text())["max_steps"] == 1
 
 
-def test_a_link_to_a_descriptor_open_only_for_reading_is_replaced(tmp_path):
+def test_a_link_to_a_descriptor_open_only_for_reading_is_refused(tmp_path):
+    from psp_hf.errors import PSPInputError
     from psp_hf.io import atomic_path
 
     victim = _victim(tmp_path)
+    link = tmp_path / "out.txt"
     with open(victim, "rb") as handle:  # as psp holds an input open while it writes
-        link = tmp_path / "out.txt"
         link.symlink_to(f"/proc/self/fd/{handle.fileno()}")
-        with atomic_path(link) as tmp:
+        with pytest.raises(PSPInputError, match="not open for writing"), atomic_path(link) as tmp:
             tmp.write_text("new\n")
     assert victim.read_text() == "precious\n"
-    assert not link.is_symlink() and link.read_text() == "new\n"
+    assert link.is_symlink()
+
+
+def test_a_descriptor_of_this_process_open_for_writing_is_written_into(tmp_path):
+    from psp_hf.io import atomic_path
+
+    read_end, write_end = os.pipe()  # what a shell's process substitution, -o >(gzip > x), hands over as /dev/fd/N
+    try:
+        with atomic_path(f"/dev/fd/{write_end}") as tmp:
+            tmp.write_bytes(b"through the pipe\n")
+        os.close(write_end)
+        assert os.read(read_end, 100) == b"through the pipe\n"
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(OSError):
+            os.close(write_end)
 
 
 # ------------------------------------------------------------------------------- outputs: a linked folder in a run
