@@ -52,6 +52,27 @@ def test_embed_batches_of_long_lines_are_bounded_in_characters(tmp_path):
     assert max(sum(map(len, batch)) for batch in batches) <= 9 * 2**20
 
 
+@pytest.mark.parametrize("command", ["embed", "score"])
+def test_embed_and_score_encode_long_lines_a_few_at_a_time(tmp_path, model, monkeypatch, command):
+    from psp_hf.encoder import PSPEncoder
+
+    encode = PSPEncoder.encode
+    seen: list[int] = []
+
+    def spy(self, sentences, *args, **kwargs):
+        seen.append(sum(map(len, sentences)))
+        return encode(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(PSPEncoder, "encode", spy)
+    half = "a dog runs " * 45_000  # 495,000 characters: a pair of them is one line under the 1 MiB limit
+    line = f"{half}\t{half}" if command == "score" else half + half
+    (tmp_path / "long.txt").write_text((line + "\n") * 24)
+    code, _, err = run_cli(command, "-m", str(model), str(tmp_path / "long.txt"), "-o", str(tmp_path / "out"), "-q")
+    assert code == 0, err
+    assert sum(seen) == 24 * 990_000  # every line encoded once
+    assert max(seen) <= 9 * 2**20  # 24 MB in one call took gigabytes
+
+
 # ------------------------------------------------------------------------------- hangs
 def test_resume_with_a_fifo_as_train_state_json_stops_with_an_error(tmp_path, tokenizer, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)

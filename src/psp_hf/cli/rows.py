@@ -34,27 +34,32 @@ class Skipped:
         return f"{path}: skipped {self.count} bad line(s): {', '.join(map(str, self.first))}{more}"
 
 
-def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
-    """Group `(line_number, parse)` into lists of batch_size parsed rows; a bad row is None when skipped."""
+# The most text (characters) one batch of rows holds (`sentence_batches`, `batches`): tokenizing takes tens of bytes a
+# character, so a batch of long lines (each under the 1 MiB line limit) is cut short instead of taking gigabytes.
+BATCH_CHARS = 1 << 23
+
+
+def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped, max_chars: int | None = None):
+    """Group `(line_number, parse)` into lists of batch_size parsed rows; a bad row is None when skipped. With
+    `max_chars`, a list also ends once its rows (tuples of texts) hold that many characters."""
     batch = []
+    chars = 0
     for number, parse in rows:
         try:
-            batch.append(parse())
+            row = parse()
         except PSPInputError:
             if not skip_bad_lines:
                 raise
             skipped.add(number)
-            batch.append(None)
-        if len(batch) == batch_size:
+            row = None
+        batch.append(row)
+        if max_chars is not None and row is not None:
+            chars += sum(map(len, row))
+        if len(batch) == batch_size or max_chars is not None and chars >= max_chars:
             yield batch
-            batch = []
+            batch, chars = [], 0
     if batch:
         yield batch
-
-
-# The most text (characters) one batch of `sentence_batches` holds: tokenizing takes tens of bytes per character, so
-# a batch of long lines (each under the 1 MiB line limit) is cut short instead of taking gigabytes.
-BATCH_CHARS = 1 << 23
 
 
 def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: Skipped, max_chars: int = BATCH_CHARS):
