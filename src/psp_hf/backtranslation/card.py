@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.report import size_category
+from ..io.files import atomic_path
 
 # The files are TSV without quoting: `datasets`' csv builder reads them with these settings.
 _TSV = {"sep": "\t", "quoting": 3}
@@ -66,5 +67,6 @@ Command: `{report.get("command") or "psp backtranslate"}`. The full report is in
 def write_card(out: Path, report: dict, src_lang: str, repo_id: str | None = None) -> Path:
     """Write `out/README.md`; its example loads from `repo_id` when pushing, else from the folder."""
     path = Path(out) / "README.md"
-    path.write_text(card_text(report, src_lang, repo_id or str(out)), encoding="utf-8")
+    with atomic_path(path) as tmp:  # a link planted at the name is replaced, never written through
+        tmp.write_text(card_text(report, src_lang, repo_id or str(out)), encoding="utf-8")
     return path

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path, iter_tsv
+from ..io.files import atomic_path, iter_tsv, read_regular_file
 from . import filters as bt_filters
 from .translate import BitextRow, read_bitext
 
@@ -94,7 +94,7 @@ def _check_run(out: Path, settings: TranslateSettings, overwrite: bool) -> bool:
     nothing_done = not any((out / "parts").glob("part-*.tsv")) and not (out / TRANSLATIONS).is_file()
     if state.is_file():
         try:
-            saved = json.loads(state.read_text(encoding="utf-8"))
+            saved = json.loads(read_regular_file(state).decode("utf-8"))
             if not isinstance(saved.get("settings"), dict):
                 raise ValueError("no settings object")
         except (OSError, ValueError, AttributeError) as error:

@@ -129,6 +129,13 @@ def _work_folder(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Translate (resuming), filter, write the report and card, and push when asked."""
+    from ..io.files import output_folder
+
+    with output_folder(_work_folder(args)):  # a folder linked out of it (parts/) is refused, not written through
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..backtranslation.card import write_card
     from ..backtranslation.pipeline import FilterSettings, TranslateSettings, filter_translations, translate_bitext
 
@@ -137,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from ..devices import check_device
 
     check_device(args.device)  # before run.json is written: a bad device must not lock the folder
-    from ..io.files import cannot_be_hub_id
+    from ..io.files import atomic_path, cannot_be_hub_id
 
     for flag in ("model", "lm", "score_model"):
         value = getattr(args, flag, None)
@@ -207,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
         "translation": translation,
         "filtering": filtering,
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    with atomic_path(out / "report.json") as tmp:  # a link planted at the name is replaced, never written through
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
     write_card(out, report, args.src_lang, repo_id=args.push_to_hub)
     logger.info(_summary(out, translation, filtering))
     if args.push_to_hub:

@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [code for code in languages if code not in LANGUAGES]
     if unknown:
         raise PSPInputError(f"--langs: no recipe for {', '.join(unknown)} (known: {', '.join(LANGUAGES)})")
+    if not languages:  # an empty list would run nothing and report success
+        raise PSPInputError(f"--langs {args.langs!r}: give one or more of {', '.join(LANGUAGES)}")
     kinds = tuple(kind.strip() for kind in args.registry_sources.split(",") if kind.strip())
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)

@@ -78,17 +78,28 @@ def write_pairs(path: str | Path, columns: dict) -> None:
                     handle.write("\t".join(f"{x:.6f}" if isinstance(x, float) else str(x) for x in row) + "\n")
 
 
+# The largest embedding value psp mine normalises: beyond it the squared norm overflows float32, and Faiss makes the
+# row all zeros (cosine 0 with everything, margins NaN).
+MAX_EMBEDDING_VALUE = 1e15
+
+
 def _finite_rows(rows, embeddings, path) -> tuple:
-    """Drop rows holding NaN or infinity (`psp embed --skip-bad-lines` writes a skipped line as a NaN row), saying
-    how many; Faiss would otherwise rank them as neighbours with a NaN cosine."""
+    """Drop rows holding NaN, infinity or values too large to normalise (`psp embed --skip-bad-lines` writes a
+    skipped line as a NaN row), saying how many; Faiss would otherwise rank them as neighbours with a NaN cosine."""
     import numpy as np
 
     keep = np.ones(len(embeddings), dtype=bool)
     for start in range(0, len(embeddings), 65536):  # in blocks: the array may be a memory map larger than RAM
-        keep[start : start + 65536] = np.isfinite(embeddings[start : start + 65536]).all(axis=1)
+        with np.errstate(invalid="ignore"):
+            keep[start : start + 65536] = (np.abs(embeddings[start : start + 65536]) <= MAX_EMBEDDING_VALUE).all(axis=1)
     if keep.all():
         return rows, embeddings
-    logger.warning("psp mine: %s: skipped %d row(s) holding NaN or infinity", path, int((~keep).sum()))
+    logger.warning(
+        "psp mine: %s: skipped %d row(s) holding NaN or infinity (or values beyond ±%.0e)",
+        path,
+        int((~keep).sum()),
+        MAX_EMBEDDING_VALUE,
+    )
     return rows[keep], np.ascontiguousarray(embeddings[keep])
 
 

@@ -34,31 +34,43 @@ class Skipped:
         return f"{path}: skipped {self.count} bad line(s): {', '.join(map(str, self.first))}{more}"
 
 
-def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
-    """Group `(line_number, parse)` into lists of batch_size parsed rows; a bad row is None when skipped."""
+# The most text (characters) one batch of rows holds (`sentence_batches`, `batches`): tokenizing takes tens of bytes a
+# character, so a batch of long lines (each under the 1 MiB line limit) is cut short instead of taking gigabytes.
+BATCH_CHARS = 1 << 23
+
+
+def batches(rows, batch_size: int, skip_bad_lines: bool, skipped: Skipped, max_chars: int | None = None):
+    """Group `(line_number, parse)` into lists of batch_size parsed rows; a bad row is None when skipped. With
+    `max_chars`, a list also ends once its rows (tuples of texts) hold that many characters."""
     batch = []
+    chars = 0
     for number, parse in rows:
         try:
-            batch.append(parse())
+            row = parse()
         except PSPInputError:
             if not skip_bad_lines:
                 raise
             skipped.add(number)
-            batch.append(None)
-        if len(batch) == batch_size:
+            row = None
+        batch.append(row)
+        if max_chars is not None and row is not None:
+            chars += sum(map(len, row))
+        if len(batch) == batch_size or max_chars is not None and chars >= max_chars:
             yield batch
-            batch = []
+            batch, chars = [], 0
     if batch:
         yield batch
 
 
-def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: Skipped):
-    """Lists of batch_size sentences of `path`, one a line (the last list may be shorter); a line that is not
-    UTF-8 stops the run, or is None in its list and counted in `skipped`."""
+def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: Skipped, max_chars: int = BATCH_CHARS):
+    """Lists of batch_size sentences of `path`, one a line (the last list may be shorter, and so is a list that
+    reaches `max_chars` characters first); a line that is not UTF-8 stops the run, or is None in its list and
+    counted in `skipped`."""
     from ..io.files import decode_line
     from ..io.lines import iter_line_blocks
 
     batch: list = []
+    chars = 0
     for first, lines in iter_line_blocks(path):
         if bytes in map(type, lines):  # lines that are not UTF-8 (one pass in C)
             for offset, line in enumerate(lines):
@@ -67,10 +79,20 @@ def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: 
                         decode_line(path, first + offset, line)  # raises, naming the line and the byte
                     skipped.add(first + offset)
                     lines[offset] = None
-        batch.extend(lines)
-        while len(batch) >= batch_size:
-            yield batch[:batch_size]
-            del batch[:batch_size]
+        size = sum(map(len, filter(None, lines)))
+        if chars + size < max_chars:  # the usual case: whole blocks, cut by line count only
+            batch.extend(lines)
+            while len(batch) >= batch_size:
+                yield batch[:batch_size]
+                del batch[:batch_size]
+            chars = sum(map(len, filter(None, batch)))
+            continue
+        for line in lines:  # long lines: cut by characters as well
+            batch.append(line)
+            chars += len(line) if line else 0
+            if len(batch) >= batch_size or chars >= max_chars:
+                yield batch
+                batch, chars = [], 0
     if batch:
         yield batch
 

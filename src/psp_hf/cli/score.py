@@ -9,7 +9,7 @@ import sys
 
 from ..errors import PSPInputError
 from . import flags
-from .rows import Skipped, batches, progress
+from .rows import BATCH_CHARS, Skipped, batches, progress
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             tmp = stack.enter_context(atomic_path(args.output))
             handle = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
         handle.write("sentence1\tsentence2\tcosine\n")
-        for batch in batches(rows, args.batch_size, args.skip_bad_lines, skipped):
+        for batch in batches(rows, args.batch_size, args.skip_bad_lines, skipped, max_chars=BATCH_CHARS):
             pairs = [pair for pair in batch if pair is not None]
             left = model.encode([a for a, _ in pairs], batch_size=max(len(pairs), 1))
             right = model.encode([b for _, b in pairs], batch_size=max(len(pairs), 1))

@@ -88,6 +88,7 @@ def read_index(folder: str | Path) -> dict:
         raise PSPInputError(f"{folder}: embedding not finished (no {INDEX}); rerun the same psp embed-dataset command")
     info = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     info.update(json.loads((folder / INDEX).read_text(encoding="utf-8")))
+    check_counts(folder, info)
     missing = [i for i in range(info["shards"]) if not shard_done(folder, i, info["format"])]
     if missing:
         shown = ", ".join(map(str, missing[:10]))
@@ -97,8 +98,47 @@ def read_index(folder: str | Path) -> dict:
     return info
 
 
+def _whole_number(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_counts(folder: Path, info: dict) -> None:
+    """Refuse an index whose counts do not fit its manifest: the shard count is the rows over the shard size,
+    rounded up (a crafted `"shards": 100000000` would otherwise have every shard looked for, for hours)."""
+    rows, shards, size = info.get("rows"), info.get("shards"), info.get("shard_size")
+    if not (_whole_number(rows) and _whole_number(shards) and _whole_number(size) and size >= 1):
+        raise PSPInputError(
+            f"{folder / INDEX}: rows {rows!r}, shards {shards!r} and shard_size {size!r} (in {MANIFEST}) must be "
+            "whole numbers; rerun the psp embed-dataset command into a new folder"
+        )
+    if shards != -(-rows // size):
+        raise PSPInputError(
+            f"{folder / INDEX}: {shards} shard(s) cannot hold {rows} rows of {size} a shard; the folder is damaged, "
+            "rerun the psp embed-dataset command into a new folder"
+        )
+
+
+def check_shard(stem: Path, index: int, info: dict, rows: np.ndarray, embeddings: np.ndarray) -> None:
+    """Refuse shard `index` unless it holds the input rows its place says, one embedding for each: rows that do not
+    match their embeddings would pair other sentences in `psp mine`, without a word."""
+    size = info["shard_size"]
+    first = index * size
+    count = min(size, info["rows"] - first)
+    if rows.ndim != 1 or len(rows) != count or embeddings.ndim != 2 or len(embeddings) != count:
+        raise PSPInputError(
+            f"{stem}: holds {len(rows)} row number(s) and {len(embeddings)} embedding(s), expected {count} of each "
+            f"(rows {first}..{first + count - 1}); the folder is damaged, rerun psp embed-dataset into a new folder"
+        )
+    if not np.array_equal(rows, np.arange(first, first + count)):
+        raise PSPInputError(
+            f"{stem}: its row numbers are not {first}..{first + count - 1} in order; the folder is damaged, rerun "
+            "psp embed-dataset into a new folder"
+        )
+
+
 def iter_shards(folder: str | Path, mmap: bool = True):
-    """Yield `(rows, embeddings)` of every shard in order (npy shards memory-mapped)."""
+    """Yield `(rows, embeddings)` of every shard in order (npy shards memory-mapped), each checked against its
+    place in the index."""
     folder = Path(folder)
     info = read_index(folder)
     for index in range(info["shards"]):
@@ -108,10 +148,15 @@ def iter_shards(folder: str | Path, mmap: bool = True):
 
             table = pq.read_table(stem.with_suffix(".parquet"))
             flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
-            yield table.column("row").to_numpy(), flat.reshape(len(table), -1).astype(np.float32, copy=False)
+            rows, embeddings = (
+                table.column("row").to_numpy(),
+                flat.reshape(len(table), -1).astype(np.float32, copy=False),
+            )
         else:
             embeddings = np.load(f"{stem}.npy", mmap_mode="r" if mmap else None)
-            yield np.load(f"{stem}.rows.npy"), embeddings
+            rows = np.load(f"{stem}.rows.npy")
+        check_shard(stem, index, info, rows, embeddings)
+        yield rows, embeddings
 
 
 def load_embeddings(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

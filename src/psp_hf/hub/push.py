@@ -6,14 +6,18 @@ exact `psp push` command that retries the upload.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_COMMIT_MESSAGE = "Upload P-SP model with psp-hf"
 
@@ -71,19 +75,38 @@ def _reason(error: BaseException) -> str:
 
 
 def _local_files(folder: Path, ignore: Iterable[str]) -> dict[str, Path]:
+    """The files to upload: regular files inside `folder` only. A symlink (to a file or a folder) would publish
+    whatever it points at, a secret planted as `notes.txt` included, and a pipe or device has no content to
+    upload: those are left out, and named in a warning."""
     import fnmatch
 
     ignore = list(ignore)
-    files = {}
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).as_posix()
-        # Hidden entries are temp files of atomic writes, caches and VCS folders, never part of a model.
-        if any(part.startswith(".") for part in Path(relative).parts):
-            continue
-        if not path.is_file() or any(fnmatch.fnmatch(relative, pattern) for pattern in ignore):
-            continue
-        files[relative] = path
-    return files
+    files: dict[str, Path] = {}
+    skipped: list[str] = []
+    for parent, folders, names in os.walk(folder):  # never into a symlinked folder (followlinks=False)
+        base = Path(parent)
+        for name in list(folders):
+            relative = (base / name).relative_to(folder).as_posix()
+            # Hidden entries are temp files of atomic writes, caches and VCS folders, never part of a model.
+            if name.startswith(".") or (base / name).is_symlink():
+                folders.remove(name)
+                if not name.startswith(".") and not any(fnmatch.fnmatch(relative, p) for p in ignore):
+                    skipped.append(f"{relative}/ (a symlink)")
+        for name in names:
+            path = base / name
+            relative = path.relative_to(folder).as_posix()
+            if name.startswith(".") or any(fnmatch.fnmatch(relative, pattern) for pattern in ignore):
+                continue
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                files[relative] = path
+            else:
+                skipped.append(f"{relative} ({'a symlink' if stat.S_ISLNK(mode) else 'not a regular file'})")
+    if skipped:
+        logger.warning(
+            "psp push: left out of the upload (only regular files inside %s are pushed): %s", folder, ", ".join(skipped)
+        )
+    return dict(sorted(files.items()))
 
 
 def push_folder(

@@ -12,6 +12,7 @@ import secrets
 import signal
 import stat
 import sys
+import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -314,30 +315,60 @@ def check_output(path: str | os.PathLike, flag: str = "-o") -> None:
 
 
 def _written_through(path: Path) -> bool:
-    """True when `path` is written into instead of replaced: a device or FIFO (`-o /dev/null` as root must not turn
-    /dev/null into a regular file), or a link to one of the process's descriptors (`-o /dev/stdout`, whatever
-    stdout is). Any other symlink is replaced itself, never followed: a link planted in an output folder cannot
-    make psp overwrite its target. A socket is refused."""
+    """True when `path` is written into instead of replaced: a device or FIFO named directly (`-o /dev/null` as root
+    must not turn /dev/null into a regular file), or a link to a descriptor this process holds open for writing
+    (`-o /dev/stdout`, `/dev/fd/3`, whatever they are). Any other symlink is replaced itself, never followed: a link
+    planted in an output folder cannot make psp write into its target (a link through `/proc/self/root` or to a
+    FIFO included). A socket is refused."""
     try:
-        link = stat.S_ISLNK(os.lstat(path).st_mode)
-        mode = os.stat(path).st_mode  # through a link: the kernel resolves /proc's descriptor links too
+        mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        return False  # nothing there, or a dangling link: the new file replaces the name
+        return False  # nothing there: the new file takes the name
     if stat.S_ISSOCK(mode):
         raise PSPInputError(f"{path}: is a socket; give a file name for the output")
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
         return True
-    return link and _descriptor_link(path)
+    return stat.S_ISLNK(mode) and _descriptor_link(path)
+
+
+# A folder of descriptors, as `os.path.realpath` spells /proc/self/fd, /dev/fd and their thread forms.
+_DESCRIPTOR_FOLDER = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd")
+
+
+def _descriptor(path: str) -> int | None:
+    """The descriptor `path` names (`/proc/self/fd/N`, `/dev/fd/N`) when it is this process's and open for writing:
+    writing there goes where the process's owner sent that descriptor, never to a file a link chose. -1 for any other
+    descriptor name (another process's, one not open, or one open for reading only); None for a path that names
+    none."""
+    folder = _DESCRIPTOR_FOLDER.fullmatch(os.path.realpath(os.path.dirname(path)))
+    name = os.path.basename(path)
+    if not (folder and name.isdigit()):
+        return None
+    if int(folder.group(1)) != os.getpid():
+        return -1
+    import fcntl
+
+    try:
+        flags = fcntl.fcntl(int(name), fcntl.F_GETFL)
+    except OSError:  # not open
+        return -1
+    return int(name) if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR) else -1
 
 
 def _descriptor_link(path: Path) -> bool:
-    # /dev/stdout -> /proc/self/fd/1, /dev/fd/N: links whose chain passes through /proc name an open descriptor.
-    seen = 0
-    while path.is_symlink() and seen < 40:
-        target = os.readlink(path)
-        if target.startswith(("/proc/", "/dev/fd/")):
+    # /dev/stdout -> /proc/self/fd/1, /dev/fd/N: follow the chain a link at a time; it counts only when a step names
+    # one of this process's writable descriptors (a link to /proc/self/root/... names a file, not a descriptor).
+    current, seen = os.fspath(path), 0
+    while seen < 40:
+        descriptor = _descriptor(current)
+        if descriptor is not None:
+            if descriptor < 0:  # replacing the link would replace /dev/stdout itself when stdout is closed
+                raise PSPInputError(f"{path}: names a descriptor that is not open for writing")
             return True
-        path, seen = path.parent / target, seen + 1
+        if not os.path.islink(current):
+            return False
+        target = os.readlink(current)
+        current, seen = os.path.join(os.path.dirname(current), target), seen + 1
     return False
 
 
@@ -349,16 +380,84 @@ def _copy_through(tmp: Path, target: Path) -> None:
             sink.write(block)
 
 
+# The folders commands write into (`output_folder`), so every writer below them can be held inside.
+_OUTPUT_FOLDERS: list[Path] = []
+_OUTPUT_FOLDERS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def output_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """While the block runs, outputs under `folder` stay inside it: `atomic_path` (and any writer calling
+    `check_inside`) refuses a path below `folder` that passes through a symlinked folder, such as a link planted at
+    `RUN/training` that would send a run's state elsewhere. `folder` itself may be a link: the user named it."""
+    folder = Path(os.path.abspath(folder))
+    with _OUTPUT_FOLDERS_LOCK:
+        _OUTPUT_FOLDERS.append(folder)
+    try:
+        yield folder
+    finally:
+        with _OUTPUT_FOLDERS_LOCK:
+            _OUTPUT_FOLDERS.remove(folder)
+
+
+def check_inside(path: str | os.PathLike, folder: str | os.PathLike | None = None) -> None:
+    """Refuse to write `path` when a folder between `folder` (default: each `output_folder` above `path`) and `path`
+    is a symlink, so the output would land outside the folder it belongs to. The last component is the writer's
+    concern (`atomic_path` replaces a link there)."""
+    absolute = Path(os.path.abspath(path))
+    with _OUTPUT_FOLDERS_LOCK:
+        folders = [Path(os.path.abspath(folder))] if folder is not None else list(_OUTPUT_FOLDERS)
+    for root in folders:
+        if root not in absolute.parents:
+            continue
+        current = root
+        for part in absolute.relative_to(root).parts[:-1]:
+            current = current / part
+            if os.path.islink(current):
+                raise PSPInputError(
+                    f"{current}: is a symlink inside the output folder {root}; psp writes only inside that folder "
+                    "(remove the link)"
+                )
+
+
+def check_no_links(folder: str | os.PathLike, files: bool = True) -> None:
+    """Refuse a symlink anywhere below `folder` (nothing is followed): a linked folder would take the files written
+    into it elsewhere, and a linked file is written through by plain opens (`save_pretrained`). `files=False` looks
+    at folders only, for folders whose files are all replaced atomically."""
+    for parent, folders, names in os.walk(folder):
+        for name in [*folders, *names] if files else folders:
+            path = os.path.join(parent, name)
+            if os.path.islink(path):
+                raise PSPInputError(f"{path}: is a symlink in an output folder; psp does not write through it")
+
+
+def read_regular_file(path: str | os.PathLike) -> bytes:
+    """The bytes of `path`, a regular file whose own name is no symlink: a FIFO would block the read forever and a
+    planted link could lead out of the folder that holds it. Other errors are the `OSError` of the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PSPInputError(f"{path}: is a symlink; psp reads it only as a regular file") from None
+        raise
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PSPInputError(f"{path}: is not a regular file")
+        return handle.read()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds.
 
     The temporary file is removed on any error and on SIGTERM; ones left by killed runs are removed the next
     time. The result gets the mode a newly created file would (the umask's). Write errors such as a full disk
-    become a `PSPInputError` naming `path`. An existing device or FIFO at `path` is written into instead (the
-    temporary's bytes are copied to it), and a symlink at `path` is replaced, not followed.
+    become a `PSPInputError` naming `path`. An existing device or FIFO at `path` (or a link to a descriptor open for
+    writing, `/dev/stdout`) is written into instead (the temporary's bytes are copied to it); any other symlink at
+    `path` is replaced, not followed, and a symlinked folder below an `output_folder` is refused.
     """
     path = Path(path)
+    check_inside(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -366,8 +465,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if path.is_dir():
         raise PSPInputError(f"{path}: is a directory; give a file name for the output")
     through = _written_through(path)
-    _remove_stale_temps(path)
-    tmp = _temp_name(path)
+    # Written through, the temporary need not sit beside its target: /dev/fd/N's folder takes no files.
+    beside = Path(tempfile.gettempdir()) / path.name if through else path
+    _remove_stale_temps(beside)
+    tmp = _temp_name(beside)
     try:
         with _terminate_as_exception():
             try:
@@ -399,6 +500,7 @@ def publish_new(
     """
     folder = Path(folder)
     stem = folder / "publish"
+    check_inside(stem)
     _remove_stale_temps(stem)
     tmp = _temp_name(stem)
     try:

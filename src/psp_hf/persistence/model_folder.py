@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -144,6 +145,11 @@ def read_settings(folder: Path) -> PSPSettings:
         raise PSPInputError(f"{path}: pooling must be 'mean' or 'max', got {values['pooling']!r}")
     if values["unk_token_id"] >= values["vocab_size"]:
         raise PSPInputError(f"{path}: unk_token_id {values['unk_token_id']} is outside the vocabulary")
+    if boundary is not None and not -1 <= boundary < values["vocab_size"]:
+        raise PSPInputError(
+            f"{path}: word_boundary_token_id {boundary} is outside the vocabulary of {values['vocab_size']} pieces "
+            "(-1 for none)"
+        )
     return PSPSettings(**values)
 
 
@@ -255,17 +261,30 @@ def _read_tensor(handle, path: Path, name: str, entry, data_start: int, size: in
     return array.astype(np.float32, copy=False)
 
 
+# The largest magnitude a table value may have. Real tables hold values near 1; a mean over a 1 MiB line's pieces,
+# squared and summed over a thousand dimensions, stays within float32 from here, while values near float32's top
+# (3e38) are finite yet embed as inf rows that score NaN.
+MAX_TABLE_VALUE = 1e8
+
+
 def check_finite(array: np.ndarray, path: Path, name: str) -> None:
-    """Refuse a table holding NaN or infinity, naming the first bad row."""
-    # One sum finds NaN or infinity in any row cheaply; only then look for the first bad row. (inf + -inf is NaN:
-    # numpy's warning about it would only repeat the error below.)
-    with np.errstate(invalid="ignore", over="ignore"):
-        total = np.sum(array, dtype=np.float64)
-    if np.isfinite(total):
+    """Refuse a table holding NaN, infinity or values beyond `MAX_TABLE_VALUE`, naming the first bad row."""
+    if array.size == 0:
         return
-    bad = np.flatnonzero(~np.isfinite(array).reshape(len(array), -1).all(axis=1))
+    # The extremes find NaN (it propagates), infinity and huge values in two passes without a copy; only then look
+    # for the first bad row.
+    top, bottom = float(np.max(array)), float(np.min(array))
+    if math.isfinite(top) and math.isfinite(bottom) and max(top, -bottom) <= MAX_TABLE_VALUE:
+        return
+    rows = array.reshape(len(array), -1)
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
     if len(bad):
         raise PSPInputError(f"{path}: {name} has NaN or infinite values (row {int(bad[0])}, {len(bad)} rows in all)")
+    bad = np.flatnonzero((np.abs(rows) > MAX_TABLE_VALUE).any(axis=1))
+    raise PSPInputError(
+        f"{path}: {name} has values as large as {max(top, -bottom):.3g} (row {int(bad[0])}, {len(bad)} rows in all); "
+        f"psp refuses tables beyond ±{MAX_TABLE_VALUE:.0e}, whose sums overflow to infinity"
+    )
 
 
 def read_tokenizer(folder: Path):

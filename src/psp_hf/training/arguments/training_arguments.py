@@ -175,7 +175,11 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
             pairs_only=True,
         ),
     )
-    margin: float = field(default=0.4, metadata=setting("margin delta of the hinge loss on cosines", pairs_only=True))
+    margin: float = field(
+        # Cosines differ by at most 2; below 0 the hinge is zero for every pair and nothing is learned.
+        default=0.4,
+        metadata=setting("margin delta of the hinge loss on cosines", min=0, max=2, pairs_only=True),
+    )
     one_sided: bool = field(
         default=False,
         metadata=setting("loss on the first side only (ParaNMT paper) instead of both sides (P-SP)", pairs_only=True),

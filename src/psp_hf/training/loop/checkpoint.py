@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path, follow_umask
+from ...io.files import atomic_path, follow_umask, read_regular_file
 
 CHECKPOINT_FORMAT = 2
 POINTER = "checkpoint.json"
@@ -40,6 +43,12 @@ LEGACY_STATE_FILE = "custom_checkpoint_0.pkl"
 TEMP_PREFIX = ".checkpoint-tmp-"
 FOLDER_PREFIX = "checkpoint-"
 EXPORT_PREFIX = ".export-"
+# The only folder names checkpoint.json may point at: one name inside the training folder, never a path.
+FOLDER_NAME = re.compile(re.escape(FOLDER_PREFIX) + r"[0-9]{1,12}")
+# Counters a checkpoint must hold (later ones were added with defaults, so older checkpoints may lack them), and the
+# largest value a counter may take: far beyond any run, and within the 64-bit integers torch and the stream use.
+REQUIRED_COUNTERS = ("step", "epoch", "megabatch_size", "positions")
+MAX_COUNTER = 2**53
 # Files of the atomic writer (`.NAME.XXXX.tmp`) that a killed run may leave beside these names.
 ATOMIC_TARGETS = (POINTER, "metrics.jsonl", "best.safetensors", "projection.safetensors")
 
@@ -78,7 +87,10 @@ class TrainState:
 
 
 def _number(value: Any, kinds: tuple[type, ...]) -> bool:
-    return isinstance(value, kinds) and not isinstance(value, bool)
+    # Finite and bounded: json.loads reads NaN and Infinity, and any size of integer.
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and abs(value) <= MAX_COUNTER
 
 
 def state_problem(state: Any) -> str | None:
@@ -136,16 +148,29 @@ class CheckpointStore:
         )
 
     def read_pointer(self) -> dict[str, Any]:
-        """The contents of `checkpoint.json`, checked."""
+        """The contents of `checkpoint.json`, checked: it names a checkpoint folder inside the training folder, and
+        that folder holds regular files only (nothing is read or written outside the run)."""
         try:
-            pointer = json.loads(self.pointer.read_text(encoding="utf-8"))
-            folder = self.training_dir / pointer["folder"]
+            pointer = json.loads(read_regular_file(self.pointer).decode("utf-8"))
+            name = pointer["folder"]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise self._broken(f"{self.pointer} cannot be read ({error})") from None
         if pointer.get("format") != CHECKPOINT_FORMAT:
             raise self._broken(f"{self.pointer} has format {pointer.get('format')!r}, not {CHECKPOINT_FORMAT}")
-        if not folder.is_dir():
-            raise self._broken(f"{folder} is missing")
+        if not isinstance(name, str) or not FOLDER_NAME.fullmatch(name):
+            raise self._broken(f'{self.pointer} names the folder {name!r}, not a "{FOLDER_PREFIX}N" of the run')
+        if not _number(pointer.get("step"), (int,)) or pointer["step"] < 0:
+            raise self._broken(f"{self.pointer} has the step {pointer.get('step')!r}")
+        folder = self.training_dir / name
+        try:
+            mode = os.lstat(folder).st_mode
+        except OSError:
+            raise self._broken(f"{folder} is missing") from None
+        if not stat.S_ISDIR(mode):
+            raise self._broken(f"{folder} is not a folder (a symlink, or a file)")
+        for entry in os.scandir(folder):
+            if not entry.is_file(follow_symlinks=False):
+                raise self._broken(f"{entry.path} is not a regular file (a symlink, a folder or a pipe)")
         return pointer
 
     def folder(self) -> Path:
@@ -156,7 +181,7 @@ class CheckpointStore:
         """Settings and process count of the run that wrote the current checkpoint."""
         path = self.folder() / RUN_FILE
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json.loads(read_regular_file(path).decode("utf-8"))
         except (OSError, ValueError) as error:
             raise self._broken(f"{path} cannot be read ({error})") from None
 
@@ -166,11 +191,16 @@ class CheckpointStore:
         Nothing here unpickles in full: Accelerate reads the optimizer and RNG files with
         `torch.load(weights_only=True)`, and psp reads the counters from JSON (or, for a checkpoint of an earlier
         version, from its pickle with `weights_only=True`)."""
-        folder = self.folder()
+        pointer = self.read_pointer()
+        folder = self.training_dir / pointer["folder"]
         rng = folder / f"random_states_{rank}.pkl"
         if not rng.is_file():  # load_state would go on without it, and the run would not repeat itself
             raise self._broken(f"{rng} is missing")
-        state.load_state_dict(self._read_state(folder))
+        counters = self._read_state(folder)
+        problem = fit_problem(counters, pointer["step"], len(state.positions))
+        if problem:
+            raise self._broken(f"the counters in {folder} do not fit the run: {problem}")
+        state.load_state_dict(counters)
         try:
             from accelerate.utils import load as safe_load
 
@@ -194,7 +224,8 @@ class CheckpointStore:
             # Upgrade to the JSON layout: Accelerate refuses a folder holding custom_checkpoint_N.pkl when no object
             # is registered, and registering one would have it unpickle the file in full.
             try:
-                (folder / STATE_FILE).write_text(json.dumps(state, indent=2), encoding="utf-8")
+                with atomic_path(folder / STATE_FILE) as temporary:  # replaces a link at the name, never follows it
+                    temporary.write_text(json.dumps(state, indent=2), encoding="utf-8")
                 legacy.unlink()
             except OSError as error:
                 raise self._broken(f"cannot rewrite {legacy} as {STATE_FILE} ({error.strerror or error})") from None
@@ -242,13 +273,13 @@ class CheckpointStore:
 
     def _current_name(self) -> str:
         try:
-            return json.loads(self.pointer.read_text(encoding="utf-8"))["folder"]
+            return json.loads(read_regular_file(self.pointer))["folder"]
         except (OSError, ValueError, KeyError, TypeError):
             return ""
 
     def _read_index(self) -> int:
         try:
-            return int(json.loads(self.pointer.read_text(encoding="utf-8"))["index"])
+            return int(json.loads(read_regular_file(self.pointer))["index"])
         except (OSError, ValueError, KeyError, TypeError):
             return 0
 
@@ -274,11 +305,30 @@ class CheckpointStore:
         return found
 
 
+def fit_problem(counters: dict[str, Any], step: int, processes: int) -> str | None:
+    """Why well-formed `counters` cannot be those of the run whose checkpoint.json says `step` and which has
+    `processes` processes (None when they fit): a missing counter, another step, another number of positions."""
+    missing = [name for name in REQUIRED_COUNTERS if name not in counters]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if counters["step"] != step:
+        return f"step {counters['step']}, but checkpoint.json says step {step}"
+    if len(counters["positions"]) != processes:
+        return f"{len(counters['positions'])} stream positions for {processes} process(es)"
+    if counters["megabatch_size"] < 1:
+        return f"mega-batch size {counters['megabatch_size']}"
+    for name in ("best_step", "last_eval_step"):
+        if counters.get(name) is not None and counters[name] > step:
+            return f"{name} {counters[name]} is after step {step}"
+    return None
+
+
 def read_state_file(folder: Path) -> Any:
-    """The counters saved in checkpoint `folder`: its JSON file, or an earlier version's pickle read restrictedly."""
+    """The counters saved in checkpoint `folder`: its JSON file, or an earlier version's pickle read restrictedly.
+    Neither is read through a symlink or from a pipe."""
     path = folder / STATE_FILE
-    if path.is_file() or not (folder / LEGACY_STATE_FILE).is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+    if os.path.lexists(path) or not (folder / LEGACY_STATE_FILE).is_file():
+        return json.loads(read_regular_file(path).decode("utf-8"))
     import torch
 
     # weights_only=True: torch's restricted unpickler, which builds no objects but tensors and plain containers.

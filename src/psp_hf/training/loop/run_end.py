@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path
+from ...io.files import atomic_path, check_inside
 from ..arguments.training_arguments import PAIRS_ONLY
 from ..reporting.metrics_log import peak_rss_mb
 from .checkpoint import EXPORT_PREFIX
@@ -69,6 +69,7 @@ def write_model_folder(
         os.umask(umask)
         for path in sorted(staging.rglob("*"), key=lambda p: len(p.parts)):
             target = output_dir / path.relative_to(staging)
+            check_inside(target, output_dir)  # a folder linked out of the run would take the files elsewhere
             if path.is_dir():
                 target.mkdir(exist_ok=True)
                 continue

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ...errors import PSPInputError
+from ...io.files import check_no_links
 
 # RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
 from ..arguments.training_arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments
@@ -235,6 +236,10 @@ class RunSetup:
         """Check --output and --resume against what is there, clear stale temporaries; True when resuming."""
         args, store = self.args, self.checkpoints
         check_output_dir(self.output_dir)
+        # Nothing the run writes may land outside it: no linked folder anywhere in it, and no linked file where
+        # plain opens write (the tokenizer's save_pretrained); elsewhere a file's link is replaced, not followed.
+        check_no_links(self.output_dir, files=False)
+        check_no_links(self.training_dir / "tokenizer")
         legacy = store.legacy()
         if args.resume and not store.exists():
             if legacy is not None:

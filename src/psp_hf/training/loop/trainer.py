@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path
+from ...io.files import atomic_path, output_folder
 from ..arguments.training_arguments import TrainingArguments
 from ..losses.distillation import bitext_distill_loss, distill_loss
 from ..losses.margin import margin_loss
@@ -59,7 +59,8 @@ class Trainer(RunSetup):
         handler = functools.partial(stop_on_sigterm, checkpoints=self.checkpoints)
         previous = signal.signal(signal.SIGTERM, handler) if in_main_thread() else None
         try:
-            return self._train()
+            with output_folder(self.output_dir):  # every output of the run stays inside it
+                return self._train()
         except OSError as error:
             if error.errno not in WRITE_ERRORS:
                 raise

@@ -180,8 +180,10 @@ def configure_training_encoder(module, args, training_dir: Path, resuming: bool,
         mask = torch.zeros(module.initial_tables[0].shape[0], dtype=torch.float32)
         mask[torch.as_tensor(pulled_rows, dtype=torch.long)] = 1.0
         module.pulled_rows = tensors[PULLED_ROWS] = mask
-    training_dir.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, path)
+    from ...io.files import atomic_path
+
+    with atomic_path(path) as temporary:  # a link planted at the name is replaced, not written through
+        save_file(tensors, temporary)
 
 
 # ------------------------------------------------------------------------------------------ training embedding

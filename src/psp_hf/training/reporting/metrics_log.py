@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path
+from ...io.files import atomic_path, check_inside, read_regular_file
 
 
 def peak_rss_mb() -> float:
@@ -53,6 +54,18 @@ class LogWindow:
         return cls(*(torch.zeros((), device=device) for _ in range(5)))
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinity made null: JSON has no such numbers, and a reader of the log
+    (`json.loads` elsewhere, jq, a browser) would take `NaN` for a corrupt line."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
+
+
 def _no_follow(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW, 0o666)
 
@@ -70,6 +83,7 @@ class MetricsLog:
         """Write one record as a line (and hand it to the sink)."""
         if not self.enabled:
             return
+        check_inside(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # O_NOFOLLOW: a symlink planted at the log's name is an error, not a way to append to its target.
         try:
@@ -79,7 +93,7 @@ class MetricsLog:
                 raise PSPInputError(f"{self.path}: is a symlink; psp does not write through it") from None
             raise
         with handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
         if self.sink is not None:
             self.sink(record)
 
@@ -98,7 +112,7 @@ class MetricsLog:
             return
         kept: list[str] = []
         torn = 0
-        for line in self.path.read_bytes().split(b"\n"):
+        for line in read_regular_file(self.path).split(b"\n"):
             if not line.strip():
                 continue
             try:
