@@ -78,12 +78,12 @@ def test_resume_with_a_fifo_as_train_state_json_stops_with_an_error(tmp_path, to
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     state = CheckpointStore(out / "training").folder() / "train_state.json"
     state.unlink()
     os.mkfifo(state)
     try:
-        result = _in_thread("train", *common, "--output-dir", str(out), "--resume", "--max-steps", "3")
+        result = _in_thread("train", *common, "-o", str(out), "--resume", "--max-steps", "3")
     finally:
         with contextlib.suppress(OSError):  # release a reader blocked on the FIFO, so no thread is left hanging
             os.close(os.open(state, os.O_WRONLY | os.O_NONBLOCK))

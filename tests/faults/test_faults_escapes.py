@@ -62,7 +62,7 @@ def test_args_json_is_never_written_through_a_link_by_way_of_proc_root(tmp_path,
     training.mkdir(parents=True)
     (training / "args.json").symlink_to(_through_proc_root(victim))
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), "--max-steps", "1")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 0, err
     assert victim.read_text() == "precious\n"
     assert json.loads((training / "args.json").read_text())["max_steps"] == 1
@@ -104,7 +104,7 @@ def test_a_run_whose_training_folder_links_elsewhere_is_refused(tmp_path, tokeni
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "training").symlink_to(elsewhere)
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), "--max-steps", "1")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 2
     assert "training: is a symlink" in one_error_line(err)
     assert list(elsewhere.iterdir()) == []
@@ -116,7 +116,7 @@ def test_a_model_subfolder_linking_elsewhere_is_refused_before_training(tmp_path
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "2_Pooling").symlink_to(elsewhere)  # where the model folder's pooling config goes
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), "--max-steps", "1")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 2
     assert "2_Pooling: is a symlink" in one_error_line(err)
     assert list(elsewhere.iterdir()) == []
@@ -167,7 +167,7 @@ def test_backtranslate_resuming_never_writes_through_links_at_report_and_card(tm
     models = build_models(tmp_path / "models")
     make_bitext(tmp_path / "b.tsv", 8, seed=1)
     args = ["backtranslate", str(tmp_path / "b.tsv"), "--src-lang", "cs", "--model", str(models / "mt")]
-    args += ["--batch-size", "4", "--chunk-size", "4", "--max-new-tokens", "6", "-q", "--out", str(tmp_path / "bt")]
+    args += ["--batch-size", "4", "--chunk-size", "4", "--max-new-tokens", "6", "-q", "-o", str(tmp_path / "bt")]
     code, _, err = run_cli(*args)
     assert code == 0, err
     victims = {name: tmp_path / f"victim-{name}" for name in ("report.json", "README.md")}
@@ -188,7 +188,7 @@ def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Pa
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     return common, out, CheckpointStore(out / "training").folder()
 
 
@@ -224,7 +224,7 @@ def test_resume_neither_loads_nor_writes_outside_the_run(tmp_path, tokenizer, tr
         torch.save(state, checkpoint / "custom_checkpoint_0.pkl")
         (checkpoint / "train_state.json").symlink_to(planted)
     before = _snapshot(tmp_path / "outside")
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--max-steps", "3")
+    code, err = train_here(*common, "-o", str(out), "--resume", "--max-steps", "3")
     assert code == 2, err
     assert "--resume" in one_error_line(err)
     assert _snapshot(tmp_path / "outside") == before  # nothing written or deleted there

@@ -60,7 +60,7 @@ def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Pa
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     common = small_run(pairs, tokenizer)
     out = tmp_path / "run"
-    assert train_here(*common, "--output-dir", str(out), "--max-steps", "2")[0] == 0
+    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
     return common, out, CheckpointStore(out / "training").folder()
 
 
@@ -76,7 +76,7 @@ def test_counters_that_do_not_fit_the_run_are_refused(tmp_path, tokenizer, train
         "best after step": {**state, "best_step": 50},
     }[edit]
     (folder / "train_state.json").write_text(json.dumps(state))
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--max-steps", "3")
+    code, err = train_here(*common, "-o", str(out), "--resume", "--max-steps", "3")
     assert code == 2
     line = one_error_line(err)
     assert "--resume" in line and "counters" in line
@@ -99,7 +99,7 @@ def test_metrics_jsonl_never_holds_nan_or_infinity(tmp_path, tokenizer, train_he
     common, out, folder = _trained(tmp_path, tokenizer, train_here)
     state = json.loads((folder / "train_state.json").read_text())
     (folder / "train_state.json").write_text(json.dumps({**state, "train_seconds": math.nan}))
-    code, err = train_here(*common, "--output-dir", str(out), "--resume", "--max-steps", "3")
+    code, err = train_here(*common, "-o", str(out), "--resume", "--max-steps", "3")
     assert code == 2 and "train_seconds" in one_error_line(err)
     for line in (out / "training" / "metrics.jsonl").read_text().splitlines():
         _strict_json(line)
@@ -138,7 +138,7 @@ def test_psp_mine_on_an_intact_folder_still_pairs_its_rows(tmp_path, embedded):
 # ------------------------------------------------------------------------------- arguments accepted without a word
 def test_a_negative_margin_is_refused(tmp_path, tokenizer, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 20)
-    code, err = train_here(*small_run(pairs, tokenizer), "--output-dir", str(tmp_path / "run"), "--margin", "-1")
+    code, err = train_here(*small_run(pairs, tokenizer), "-o", str(tmp_path / "run"), "--margin", "-1")
     assert code == 2 and "--margin" in one_error_line(err)
     assert not (tmp_path / "run").exists()
 
