@@ -394,7 +394,7 @@ def read_train_state(context: Context, work: Path, value: bytes) -> tuple[str, s
     folder = CheckpointStore(run / "training").folder()
     valid = json.loads((folder / "train_state.json").read_text())
     (folder / "train_state.json").write_bytes(value)
-    code, _, err = run_cli("train", *context.run_args, "--output-dir", str(run), "--resume", "--max-steps", "3")
+    code, _, err = run_cli("train", *context.run_args, "-o", str(run), "--resume", "--max-steps", "3")
     result = classify(code, err)
     if result[0] == "ok" and not _counters_fit(value, valid):
         return "failure", f"exit 0 resuming from counters that are not the run's: {value[:200]!r}"
@@ -438,7 +438,7 @@ def read_pointer(context: Context, work: Path, value: bytes) -> tuple[str, str]:
             pointer["folder"] = pointer["folder"].replace(name, path)
         value = json.dumps(pointer).encode()
     (run / "training" / "checkpoint.json").write_bytes(value)
-    code, _, err = run_cli("train", *context.run_args, "--output-dir", str(run), "--resume", "--max-steps", "3")
+    code, _, err = run_cli("train", *context.run_args, "-o", str(run), "--resume", "--max-steps", "3")
     result = classify(code, err)
     if {p.name: p.read_bytes() for p in outside.iterdir()} != before:
         return "failure", f"the checkpoint outside the run was changed by resuming from {value[:200]!r}"
