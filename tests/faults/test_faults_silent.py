@@ -274,17 +274,17 @@ def test_an_export_that_fails_midway_leaves_nothing_that_blocks_the_rerun(tmp_pa
 
     import psp_hf.persistence.static_models as static_models
 
-    real_write_json = static_models._write_json
+    real_write_json = static_models.write_json
 
     def full_disk(path, data):  # the table was written, then the disk filled
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(static_models, "_write_json", full_disk)
+    monkeypatch.setattr(static_models, "write_json", full_disk)
     out = tmp_path / "m2v"
     code, _, err = run_cli("export", str(model), "-o", str(out), "--format", "model2vec")
     assert code == 2 and "No space left on device" in one_error_line(err)
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no half folder, no staging folder
-    monkeypatch.setattr(static_models, "_write_json", real_write_json)
+    monkeypatch.setattr(static_models, "write_json", real_write_json)
     code, _, err = run_cli("export", str(model), "-o", str(out), "--format", "model2vec")
     assert code == 0, err
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()

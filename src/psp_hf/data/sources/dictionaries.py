@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import PSPInputError
+from ...io.files import iter_tsv
 
 MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -41,16 +42,14 @@ def dictd_entries(index: Path) -> Iterator[tuple[str, str]]:
     opener = gzip.open if data_path.suffix == ".dz" else open
     with opener(data_path, "rb") as handle:
         data = handle.read()
-    with open(index, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3:
-                raise PSPInputError(f"{index}:{number}: expected headword, offset, length separated by tabs")
-            headword = fields[0]
-            if headword.startswith(("00-database", "00database")) or not headword.strip():  # the notice
-                continue
-            start, length = dictd_number(fields[1]), dictd_number(fields[2])
-            yield headword, data[start : start + length].decode("utf-8", errors="replace")
+    for number, fields in iter_tsv(index):
+        if len(fields) < 3:
+            raise PSPInputError(f"{index}:{number}: expected headword, offset, length separated by tabs")
+        headword = fields[0]
+        if headword.startswith(("00-database", "00database")) or not headword.strip():  # the notice
+            continue
+        start, length = dictd_number(fields[1]), dictd_number(fields[2])
+        yield headword, data[start : start + length].decode("utf-8", errors="replace")
 
 
 def entry_translations(entry: str) -> tuple[list[str], list[tuple[str, str]]]:
@@ -222,9 +221,7 @@ def _info_entries(index: Path) -> Iterator[tuple[str, str]]:
     data_path = index.with_suffix(".dict.dz")
     with gzip.open(data_path, "rb") as handle:
         data = handle.read()
-    with open(index, encoding="utf-8") as lines:
-        for line in lines:
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) >= 3 and fields[0] in ("00-database-info", "00databaseinfo"):
-                start, length = dictd_number(fields[1]), dictd_number(fields[2])
-                yield fields[0], data[start : start + length].decode("utf-8", errors="replace")
+    for _, fields in iter_tsv(index):
+        if len(fields) >= 3 and fields[0] in ("00-database-info", "00databaseinfo"):
+            start, length = dictd_number(fields[1]), dictd_number(fields[2])
+            yield fields[0], data[start : start + length].decode("utf-8", errors="replace")
