@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
-from ..hub_datasets import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from ..io import atomic_path, iter_tsv
+from ..public_data import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from .sources.hub import demo_items, open_for_writing
 
 logger = logging.getLogger(__name__)
