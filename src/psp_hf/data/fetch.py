@@ -111,7 +111,7 @@ def fetch(
         if _done(out, item, manifest, sources):
             skipped.extend(item.paths)
             continue
-        sha, rows = read_rows(item.hub_set, item.config, item.split, limit=item.limit, progress=None)
+        sha, rows = read_rows(item.hub_set, item.config, item.split, limit=item.limit)
         try:
             records = _write_item(out, item, rows, label, progress)
         except HubReadError as error:
