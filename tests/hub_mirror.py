@@ -2,7 +2,7 @@
 
 `mirror(hub_server, tmp)` takes the first rows of each set from the shared data folder and writes them twice: as a
 small data folder in the shared folder's own layout (`Mirror.folder`) and as the Hub repos `psp-hf` reads
-(`src/psp_hf/hub_datasets.py`): MTEB's STS and Tatoeba copies on their parquet export branch
+(`src/psp_hf/public_data.py`): MTEB's STS and Tatoeba copies on their parquet export branch
 (`refs/convert/parquet`, `<config>/<split>/0000.parquet`, columns `sentence1`, `sentence2`, `score`) beside the
 JSON lines their `main` holds, and sentence-transformers' sets on `main` with the configs in the card
 (`<config>/<split>-00000-of-00001.parquet`; `parallel-sentences-*`: `english`, `non_english`). So the same sentences
@@ -87,9 +87,9 @@ def mteb_sts(repo_id: str, splits: dict[str, list[dict]], config: str = "default
 
 def mirror(hub_server, tmp: Path) -> Mirror:
     """Build (once per server state) the Hub copies and the matching small folder under `tmp`."""
-    from psp_hf.hub_datasets import _repo_files
+    from psp_hf.public_data import forget_revisions
 
-    _repo_files.cache_clear()  # the revisions of a previous server state must not be reused
+    forget_revisions()  # the revisions of a previous server state must not be reused
     folder = tmp / "folder"
     shutil.rmtree(folder, ignore_errors=True)
     sentences: list[str] = []

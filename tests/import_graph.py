@@ -20,7 +20,7 @@ from pathlib import Path
 
 # The layer table of docs/layout.md, lowest first. A module may import its own layer and the ones below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("errors", "io", "logs", "data_folder", "devices")),
+    ("base", ("errors", "io", "logs", "data_folder", "public_data", "devices")),
     ("core", ("modeling", "inference", "persistence", "tokenization")),
     ("face", ("", "encoder")),  # "" is the package's own __init__.py (`psp_hf.load`, `psp_hf.PSPEncoder`)
     ("domain", ("teachers", "training", "evaluation", "data", "hub", "corpus", "serve", "backtranslation")),

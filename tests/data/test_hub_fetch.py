@@ -317,3 +317,23 @@ def test_prepare_bitext_reads_hub_bitext(hub_copies, tmp_path, capsys):
     assert report["pairs_out"] > 300 and "parallel-sentences-opensubtitles" in report["inputs"][0]["path"]
     code, err = run(capsys, "prepare", "bitext", "hub:tatoeba", "--lang", "de", "-o", str(tmp_path / "t"))
     assert code == 2 and "never training text" in err
+
+
+@pytest.mark.slow
+def test_make_demo_runs_unchanged_on_a_fetched_folder(hub_copies, tmp_path, capsys):
+    out = tmp_path / "data"
+    code, err = run(capsys, "data", "fetch", "--for", "demo", "-o", str(out), "--wikipedia-sentences", "200")
+    assert code == 0, err
+    demo = tmp_path / "demo"
+    env = {**os.environ, "PSP_DATA": str(out), "PSP_DEMO_OUT": str(demo), "PSP_DEMO_SENTENCES": "300"}
+    result = subprocess.run([sys.executable, "-m", "psp_hf.experiments.demo"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((demo / "results.json").read_text())
+    assert [m["model"]["name"] for m in report["models"]] == [
+        "p-sp-en-untrained",
+        "p-sp-en-flickr",
+        "p-sp-en-distilled",
+    ]
+    assert "mteb/sts12-sts" in report["models"][2]["hub"]["datasets"]
+    assert "revision:" in (demo / "results.model-index.yaml").read_text()
+    assert len((demo / "scored.tsv").read_text().splitlines()) > 20

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
-from ..hub_datasets import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from ..io.files import atomic_path, iter_tsv
+from ..public_data import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from .sources.hub import demo_items, open_for_writing
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def fetch(
         if _done(out, item, manifest, sources):
             skipped.extend(item.paths)
             continue
-        sha, rows = read_rows(item.hub_set, item.config, item.split, limit=item.limit, progress=None)
+        sha, rows = read_rows(item.hub_set, item.config, item.split, limit=item.limit)
         try:
             records = _write_item(out, item, rows, label, progress)
         except HubReadError as error:

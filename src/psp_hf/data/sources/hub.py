@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import PSPInputError
-from ...hub_datasets import FetchItem, HubSet, read_rows, tsv_field
+from ...public_data import FetchItem, HubSet, read_rows, tsv_field
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def staged_inputs(inputs: list[str], code: str, limit: int | None = None) -> Ite
 def hub_corpus_source(spec: str):
     """`--hub-text OWNER/NAME[:CONFIG[:COLUMN]]` as a source of the distillation corpus (streamed when built; the
     config and split are checked now)."""
-    from ...hub_datasets import check_split
+    from ...public_data import check_split
     from ..distill_corpus import CorpusSource
 
     repo_id, _, rest = spec.partition(":")

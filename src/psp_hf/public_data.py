@@ -104,16 +104,16 @@ def _reason(error: BaseException) -> str:
 
 
 def read_rows(
-    hub_set: HubSet, config: str, split: str, *, limit: int | None = None, progress: Callable[[int], None] | None = None
+    hub_set: HubSet, config: str, split: str, *, limit: int | None = None
 ) -> tuple[str, Iterator[dict[str, str]]]:
     """The commit read and the rows of `config`/`split` (only the set's columns, as strings), streamed.
 
     Errors (missing config or split, a renamed column, a dropped connection) raise `HubReadError`, naming what was
-    read and what to do; `progress(n)` is called every 1,000 rows.
+    read and what to do.
     """
     sha = check_split(hub_set, config, split)
     where = f"{hub_set.repo_id} (config {config!r}, split {split!r}, revision {sha[:12]})"
-    return sha, _stream(hub_set, sha, config, split, where, limit, progress)
+    return sha, _stream(hub_set, sha, config, split, where, limit)
 
 
 def check_split(hub_set: HubSet, config: str, split: str) -> str:
@@ -138,7 +138,6 @@ def _stream(
     split: str,
     where: str,
     limit: int | None,
-    progress: Callable[[int], None] | None,
 ) -> Iterator[dict[str, str]]:
     from datasets import load_dataset
 
@@ -155,18 +154,12 @@ def _stream(
         else:
             dataset = load_dataset(hub_set.repo_id, name=config, split=split, revision=sha, streaming=True)
         dataset = dataset.select_columns(list(hub_set.columns)) if _has_columns(dataset, hub_set, where) else dataset
-        count = 0
-        for row in dataset:
-            if limit is not None and count >= limit:
+        for index, row in enumerate(dataset):
+            if limit is not None and index >= limit:
                 break
-            if count == 0:
+            if index == 0:
                 _check_columns(list(row), hub_set, where)
-            yield {column: _text(row[column], where, column, count) for column in hub_set.columns}
-            count += 1
-            if progress is not None and count % 1000 == 0:
-                progress(1000)
-        if progress is not None:
-            progress(count % 1000)
+            yield {column: _text(row[column], where, column, index) for column in hub_set.columns}
     except PSPInputError:
         raise
     except Exception as error:  # noqa: BLE001 - datasets, fsspec and httpx raise many types; one message for all
