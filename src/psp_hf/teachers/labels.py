@@ -79,8 +79,10 @@ def labelling_teacher(
     name: str | None = None,
 ):
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
-    ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
-    recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
+    ONNX Runtime), `onnx-int8` (the same with int8 weights; the fastest on a CPU) or `onnx-mixed` (int8 attention,
+    fp32 feed-forward: nearer the teacher, between the two in speed); `default_backend` chooses per teacher.
+    `work_dir` keeps the export, recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see
+    `psp_hf.teachers.named`."""
     from .named import USE_BACKEND, is_named
     from .onnx import BACKENDS, OnnxTeacher
 
@@ -99,7 +101,12 @@ def labelling_teacher(
     if backend == "torch":
         return model
     return OnnxTeacher.from_sentence_transformer(
-        model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=name or teacher_name(name_or_path)
+        model,
+        work_dir,
+        quantize=backend in ("onnx-int8", "onnx-mixed"),
+        mixed=backend == "onnx-mixed",
+        threads=threads,
+        name=name or teacher_name(name_or_path),
     )
 
 
@@ -121,11 +128,39 @@ def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str
     if name == USE:
         return UseTeacher(threads)
     if backend == USE_BACKEND:
-        raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
+        raise PSPInputError(
+            f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx, onnx-int8 or onnx-mixed"
+        )
     if name == E5_QUERY:
         return labelling_teacher(e5_folder(query=True), backend, threads, work_dir, device=device, name=E5_QUERY)
     e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
     return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])
+
+
+def default_backend(name_or_path: str | os.PathLike | None) -> str:
+    """The labelling backend a new cache of this teacher gets: `onnx-mixed` for the e5 teachers (the one CPU backend
+    that labels them at cosine >= 0.999 to the fp32 teacher and >= 400 sentences/s on two cores,
+    results/labelling-speed.md), `numpy` for use-multilingual (its only one), `onnx-int8` for the rest (chosen on
+    all-MiniLM-L6-v2, results/teachers-english.md)."""
+    from .named import E5, E5_QUERY, E5_USE, USE, USE_BACKEND
+
+    name = None if name_or_path is None else os.fspath(name_or_path)
+    if name == USE:
+        return USE_BACKEND
+    return "onnx-mixed" if name in (E5, E5_QUERY, E5_USE) else "onnx-int8"
+
+
+def cache_backend(
+    cache: str | os.PathLike, name_or_path: str | os.PathLike | None, backend: str | None, device: str = "cpu"
+) -> str:
+    """`backend` if given; else the one `cache` was started with (a resumed cache keeps its labels alike), else
+    torch off the CPU, else `default_backend` of the teacher."""
+    if backend is not None:
+        return backend
+    meta = TeacherCache(cache).meta()
+    if meta is not None:
+        return meta.get("backend", "torch")  # caches from before backends existed were labelled by torch
+    return "torch" if device != "cpu" else default_backend(name_or_path)
 
 
 def default_batch_size(backend: str) -> int:
@@ -326,15 +361,15 @@ def label_corpus(
     batch_size: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
-    backend: str = "onnx-int8",
+    backend: str | None = None,
     max_sentences: int | None = None,
 ) -> tuple[int, int, float]:
     """Label a distillation corpus (`distill_corpus.build_distill_corpus`) into a cache folder, resuming it.
 
     Returns (sentences labelled now, sentences in the corpus, seconds). `teacher`: a sentence-transformers
     folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
-    `labelling_teacher`; `max_sentences`: label only the corpus's first N sentences (the corpus is shuffled, so a
-    prefix is a sample of every source, and a larger N later labels only what is new).
+    `labelling_teacher` (None: `cache_backend`); `max_sentences`: label only the corpus's first N sentences (the
+    corpus is shuffled, so a prefix is a sample of every source, and a larger N later labels only what is new).
     """
     from ..data.distill_corpus import read_corpus
 
@@ -342,6 +377,7 @@ def label_corpus(
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
     labels = TeacherCache(cache)
+    backend = cache_backend(cache, teacher, backend, device)
     if labels.meta() is not None:
         labels.check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
         if set(sentences) <= labels.labelled_sentences():
