@@ -73,7 +73,11 @@ def add_source_commands(prepare: flags.Parser) -> None:
     )
     label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
     label.add_argument(
-        "--batch-size", type=positive_int, default=None, help="sentences per teacher batch (default 16; torch: 64)"
+        "--batch-size",
+        type=positive_int,
+        default=None,
+        help="at most this many sentences a teacher batch (default 64; the ONNX backends end a batch at 256 "
+        "padded tokens; use-multilingual: 16)",
     )
     label.add_argument("--device", default="cpu")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")

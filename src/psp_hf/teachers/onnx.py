@@ -5,10 +5,11 @@ output channel (`onnxruntime.quantization.quantize_dynamic`: activations are qua
 layer's feed-forward output stays fp32), and batches are spread over Python threads that each call the same
 `InferenceSession` with one intra-op thread: ONNX Runtime releases the GIL while it runs, so independent batches
 scale with the cores far better than one batch split across them. Batches are formed by token count (every
-sentence is tokenised first, then sorted by its number of tokens), so a batch holds almost no padding whatever the
-script: sorting by characters left a third of e5's batch positions padding on mixed-language text. Pooling (mean,
-CLS or max, as the teacher's `Pooling` module says) and the final normalisation are done here in numpy, so the
-output matches `SentenceTransformer.encode` up to the int8 rounding.
+sentence is tokenised first, then sorted by its number of tokens) and end at `batch_tokens` padded tokens (or
+`batch_size` sentences), so a batch holds almost no padding whatever the script (sorting by characters left a third
+of e5's batch positions padding on mixed-language text) and short sentences go in larger batches than long ones.
+Pooling (mean, CLS or max, as the teacher's `Pooling` module says) and the final normalisation are done here in
+numpy, so the output matches `SentenceTransformer.encode` up to the int8 rounding.
 
 The int8 backends differ in which products are int8: `onnx-int8` all but the first layer's feed-forward output;
 `onnx-mixed` only the attention block's (query, key, value, output), every feed-forward product staying fp32.
@@ -51,6 +52,9 @@ _FEED_FORWARD_INPUT = re.compile(r"/intermediate/dense/|/ffn/lin1/|/mlp/(fc1|up_
 _LAYER = re.compile(r"/layers?\.\d+/")
 # The int8 model must agree with the teacher at least this well (mean cosine over PROBE_SENTENCES) to label.
 MIN_INT8_AGREEMENT = 0.99
+# Padded tokens a batch ends at: e5's mixed model spends 8 % less CPU a sentence than with batches of 16 sentences
+# (256 and 512 alike; results/labelling-speed.md), its activations still in the core's cache.
+BATCH_TOKENS = 256
 # Checked once per export: varied registers and lengths, like a corpus's. all-MiniLM-L6-v2's int8 model agrees at
 # 0.993 on them; all-mpnet-base-v2's at 0.86 (results/teachers-english.md).
 PROBE_SENTENCES = (
@@ -237,13 +241,14 @@ class OnnxTeacher:
         threads: int = 1,
         dim: int | None = None,
         prompt: str = "",
+        batch_tokens: int = BATCH_TOKENS,
     ):
         import onnxruntime
 
         if pooling_mode not in _POOLING:
             raise ValueError(f"pooling_mode must be one of {_POOLING}, got {pooling_mode!r}")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if threads < 1 or batch_tokens < 1:
+            raise ValueError(f"threads and batch_tokens must be >= 1, got {threads}, {batch_tokens}")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # parallelism comes from concurrent batches, see the module docstring
         options.inter_op_num_threads = 1
@@ -256,6 +261,7 @@ class OnnxTeacher:
         self.threads = threads
         self.dim = dim
         self.prompt = prompt  # the teacher's default prompt (e.g. e5's "query: "), put before every sentence
+        self.batch_tokens = batch_tokens
 
     @classmethod
     def from_sentence_transformer(
@@ -369,8 +375,23 @@ class OnnxTeacher:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors.astype(np.float32, copy=False)
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 16, **ignored) -> np.ndarray:
-        """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords)."""
+    def _batches(self, rows: list[list[int]], order: list[int], batch_size: int) -> list[list[list[int]]]:
+        """`rows` in `order` (by token count), cut into batches of at most `batch_size` sentences and
+        `batch_tokens` padded tokens (one sentence at least)."""
+        batches: list[list[list[int]]] = []
+        current: list[list[int]] = []
+        for i in order:
+            # Sorted: the new row is the longest, so the batch pads to its length.
+            if current and (len(current) == batch_size or (len(current) + 1) * len(rows[i]) > self.batch_tokens):
+                batches.append(current)
+                current = []
+            current.append(rows[i])
+        return batches + [current]
+
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, **ignored) -> np.ndarray:
+        """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords).
+
+        `batch_size`: at most this many sentences a batch (which ends sooner at `batch_tokens` padded tokens)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not sentences:
@@ -378,7 +399,7 @@ class OnnxTeacher:
         rows = self._tokenize(sentences)
         # Sorting by token count keeps padding small (see the module docstring); rows go back in the caller's order.
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        batches = [[rows[i] for i in order[k : k + batch_size]] for k in range(0, len(order), batch_size)]
+        batches = self._batches(rows, order, batch_size)
         if self.threads == 1 or len(batches) == 1:
             blocks = [self._batch(batch) for batch in batches]
         else:
