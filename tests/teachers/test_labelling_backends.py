@@ -111,6 +111,7 @@ def test_default_backend_per_teacher_and_a_cache_keeps_its_own(tmp_path):
     assert cache_backend(cache, E5, "onnx") == "onnx"
     TeacherCache(cache).write(["a", "b"], np.eye(2, dtype=np.float32), name=E5, backend="onnx-int8")
     assert cache_backend(cache, E5, None) == "onnx-int8"  # started before the default changed: resumed alike
+    assert cache_backend(cache, E5_QUERY, None) == "onnx-mixed"  # another teacher's cache, which will refuse it
 
 
 def test_prepare_label_resumes_a_cache_with_its_backend_when_none_is_given(tiny_e5, tmp_path, capsys):

@@ -153,12 +153,13 @@ def default_backend(name_or_path: str | os.PathLike | None) -> str:
 def cache_backend(
     cache: str | os.PathLike, name_or_path: str | os.PathLike | None, backend: str | None, device: str = "cpu"
 ) -> str:
-    """`backend` if given; else the one `cache` was started with (a resumed cache keeps its labels alike), else
-    torch off the CPU, else `default_backend` of the teacher."""
+    """`backend` if given; else the one `cache` was started with by this teacher (a resumed cache keeps its labels
+    alike; a cache of another teacher refuses the labels anyway), else torch off the CPU, else `default_backend` of
+    the teacher."""
     if backend is not None:
         return backend
     meta = TeacherCache(cache).meta()
-    if meta is not None:
+    if meta is not None and meta.get("teacher") == teacher_name(name_or_path):
         return meta.get("backend", "torch")  # caches from before backends existed were labelled by torch
     return "torch" if device != "cpu" else default_backend(name_or_path)
 
