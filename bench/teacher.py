@@ -13,7 +13,8 @@ Columns: sentences/s (wall clock, the teacher already loaded and warmed up; the 
 export nor the quantisation, which happen once per cache), CPU seconds per 1,000 sentences (all threads summed:
 less sensitive to other jobs on the machine than wall time), and the cosine between each backend's label and the
 torch teacher's label of the same sentence (mean and minimum). `torch` is what `psp prepare label` ran before
-the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default batch of 16.
+the backends existed (batch 64); the ONNX rows use `psp prepare label`'s default batches (by token count, at most
+256 padded tokens). `bench/labelling_speed.py` compares every CPU route for e5.
 """
 
 from __future__ import annotations

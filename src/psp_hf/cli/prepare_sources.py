@@ -71,17 +71,23 @@ def add_source_commands(prepare: flags.Parser) -> None:
     flags.add_threads(label, "CPU threads")
     label.add_argument(
         "--backend",
-        choices=["onnx-int8", "onnx", "torch"],
-        default="onnx-int8",
-        help="how the teacher runs: ONNX Runtime with int8 weights (default, fastest on a CPU), ONNX fp32, or the "
-        "sentence-transformers model itself (torch; needed for --device cuda)",
+        choices=["onnx-int8", "onnx-mixed", "onnx", "torch"],
+        default=None,
+        help="how the teacher runs: ONNX Runtime with int8 weights (fastest on a CPU), with int8 attention and fp32 "
+        "feed-forward (onnx-mixed: nearer the teacher), ONNX fp32, or the sentence-transformers model itself (torch; "
+        "needed for --device cuda). Default: the backend an existing cache was started with, else torch with "
+        "--device other than cpu, onnx-mixed for the e5 teachers and onnx-int8 for the others",
     )
     label.add_argument(
         "--max-sentences", type=positive_int, default=None, help="label only the corpus's first N sentences"
     )
     label.add_argument("--chunk-size", type=positive_int, default=8192, help="sentences per cache chunk")
     label.add_argument(
-        "--batch-size", type=positive_int, default=None, help="sentences per teacher batch (default 16; torch: 64)"
+        "--batch-size",
+        type=positive_int,
+        default=None,
+        help="at most this many sentences a teacher batch (default 64; the ONNX backends end a batch at 256 "
+        "padded tokens; use-multilingual: 16)",
     )
     label.add_argument("--device", default="cpu", help="device the teacher runs on (default cpu)")
     label.add_argument("--progress", action="store_true", help="force the progress bar (e.g. into a log file)")
@@ -158,7 +164,7 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     import time
 
     from ..data.checks import check_output_folder
-    from ..teachers.labels import TeacherCache, labelling_teacher, teacher_name
+    from ..teachers.labels import TeacherCache, cache_backend, labelling_teacher, teacher_name
     from ..training.data.multilingual import MULTILINGUAL_DEFAULT_TARGETS, teacher_is_multilingual
 
     check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
@@ -166,7 +172,8 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
     english = bitext_english(folder, other_side=both)
     if args.max_sentences is not None:
         english = english[: args.max_sentences]
-    teacher = labelling_teacher(args.teacher, args.backend, args.threads, Path(args.output) / "onnx", args.device)
+    backend = cache_backend(args.output, args.teacher, args.backend, args.device)
+    teacher = labelling_teacher(args.teacher, backend, args.threads, Path(args.output) / "onnx", args.device)
     started = time.perf_counter()
     count = TeacherCache(args.output).label(
         english,
@@ -175,7 +182,7 @@ def _label_bitext(args: argparse.Namespace, folder: Path) -> int:
         chunk_size=args.chunk_size,
         batch_size=args.batch_size,
         show_progress_bar=True if args.progress else None,
-        backend=args.backend,
+        backend=backend,
     )
     seconds = time.perf_counter() - started
     side = "" if both else " English"

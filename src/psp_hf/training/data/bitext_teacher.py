@@ -154,7 +154,7 @@ class BitextTeacher:
         `teacher`: a sentence-transformers path or Hub id, 'default' (all-MiniLM-L6-v2), or None for the teacher
         the cache names. `load` loads a teacher by name (default `labelling_teacher`; tests pass a fake).
         """
-        from ...teachers.labels import TeacherCache, labelling_teacher, teacher_name
+        from ...teachers.labels import TeacherCache, default_backend, labelling_teacher, teacher_name
 
         cache = TeacherCache(cache_dir)
         meta = cache.meta() or {}
@@ -178,9 +178,9 @@ class BitextTeacher:
                 missing = {s for s in missing if s.lower() not in lowered}
             if missing:
                 say(f"teacher {name}: labelling {len(missing):,} sentence(s) into {cache_dir}")
-                # A cache keeps the backend it was started with; a new one gets the fast CPU default.
-                backend = meta.get("backend", "torch") if meta else "onnx-int8"
+                # A cache keeps the backend it was started with; a new one gets the teacher's CPU default.
                 source = path if teacher is not None else name
+                backend = meta.get("backend", "torch") if meta else default_backend(source)
                 if load is not None:
                     model = load(source)
                 else:
