@@ -41,6 +41,11 @@ class SearchIndex:
         self.dim = embeddings.shape[1]
         self.index = build_index(embeddings, kind="auto")
 
+    @property
+    def name(self) -> str:
+        """What the page and /info show: the file or folder name, not its path on the server."""
+        return Path(self.source).name
+
     def __len__(self) -> int:
         return len(self.texts)
 

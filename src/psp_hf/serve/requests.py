@@ -28,12 +28,21 @@ class Limits:
 class APIError(Exception):
     """A request refused: HTTP `status`, a message, and the OpenAI-style `param`/`code`."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers
 
 
 async def read_body(request, limits: Limits) -> bytes:
@@ -83,7 +92,8 @@ def texts(value, field: str, limits: Limits) -> tuple[list[str], bool]:
         if not isinstance(item, str):
             raise APIError(
                 422,
-                f"'{field}'[{i}] is {_kind(item)}; only strings are accepted (no token ids)",
+                f"'{field}'[{i}] is {_kind(item)}; only strings are accepted (no token ids: a psp model reads text "
+                "with its own vocabulary, which another tokenizer's ids do not index)",
                 param=field,
                 code="invalid_type",
             )
