@@ -35,6 +35,8 @@ PUBLIC_ROUTES = frozenset(
 # the server is full, which is when they matter.
 UNLIMITED_PATHS = frozenset({"/health", "/metrics"})
 
+_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
+
 _KEY_MESSAGE = "missing or wrong API key: send the header 'Authorization: Bearer KEY'"
 
 
@@ -122,7 +124,11 @@ class Gate:
         try:
             if self.timeout is None:
                 await self.app(scope, receive, send)
-            else:
+            elif _timeout is not None:
+                # asyncio.timeout cancels this task at the deadline: no second task per request, as wait_for makes.
+                async with _timeout(self.timeout):
+                    await self.app(scope, receive, send)
+            else:  # Python 3.10
                 await asyncio.wait_for(self.app(scope, receive, send), self.timeout)
         except (TimeoutError, asyncio.TimeoutError):
             if started():  # the answer is on its way: nothing else can be sent
