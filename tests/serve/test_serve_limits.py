@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,15 +18,11 @@ from psp_hf import PSPEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx2 as httpx  # noqa: E402 - huggingface_hub's HTTP client, installed with it
-from serve_server import ServerThread, tiny_tokenizer  # noqa: E402 - tests/ holds the helper; it is not a package
+from serve_server import HELD, GatedEncoder, ServerThread, tiny_tokenizer, wait_for  # noqa: E402 - tests/ holds the helper
 
 from psp_hf.serve.app import ServeConfig, create_app  # noqa: E402
 from psp_hf.serve.batching import MicroBatcher, QueueFull  # noqa: E402
 from psp_hf.serve.requests import Limits  # noqa: E402
-
-# More sentences than the batcher encodes on the event loop: these encodes run on the thread pool, where the test's
-# gate can hold them without stopping the server.
-HELD = [f"held sentence number {i}" for i in range(20)]
 
 
 @pytest.fixture(scope="module")
@@ -37,34 +32,10 @@ def encoder(tmp_path_factory) -> PSPEncoder:
     return PSPEncoder.from_pretrained(folder / "m")
 
 
-class GatedEncoder:
-    """An encoder whose encodes wait for `gate` (set: they run at once); everything else is the real one's."""
-
-    def __init__(self, encoder: PSPEncoder) -> None:
-        self.encoder = encoder
-        self.gate = threading.Event()
-        self.entered = 0
-
-    def embed_ids(self, flat, offsets):
-        self.entered += 1
-        self.gate.wait(timeout=60)
-        return self.encoder.embed_ids(flat, offsets)
-
-    def __getattr__(self, name):
-        return getattr(self.encoder, name)
-
-
 def _in_flight(url: str) -> int:
     text = httpx.get(f"{url}/metrics").text
     line = next(line for line in text.splitlines() if line.startswith("psp_requests_in_flight "))
     return int(line.split()[1]) - 1  # less the scrape itself
-
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def test_a_burst_past_the_limit_gets_429_and_a_good_request_is_answered_after(encoder):
@@ -72,7 +43,7 @@ def test_a_burst_past_the_limit_gets_429_and_a_good_request_is_answered_after(en
     config = ServeConfig(max_concurrent_requests=2, threads=2)
     with ServerThread(create_app({"m": gated}, config)) as server, ThreadPoolExecutor(2) as pool:
         held = [pool.submit(httpx.post, f"{server.url}/embed", json={"inputs": HELD}, timeout=60) for _ in range(2)]
-        _wait_for(lambda: _in_flight(server.url) == 2, "the two held requests did not arrive")
+        wait_for(lambda: _in_flight(server.url) == 2, "the two held requests did not arrive")
         burst = [httpx.post(f"{server.url}/v1/embeddings", json={"input": "a", "model": "m"}) for _ in range(5)]
         burst += [httpx.post(f"{server.url}/embed", json={"inputs": "a"}) for _ in range(5)]
         for response in burst:
@@ -187,7 +158,15 @@ OPTION_VALUES = {
     "more_models": (["-m", "b", "-m", "c"], "b,c", ["b", "c"]),
     "host": (["--host", "0.0.0.0"], "0.0.0.0", "0.0.0.0"),
     "port": (["--port", "9000"], "9000", 9000),
+    "allowed_hosts": (
+        ["--allowed-hosts", "a.test", "--allowed-hosts", "b.test"],
+        "a.test,b.test",
+        ["a.test", "b.test"],
+    ),
     "api_key": (["--api-key", "k"], "k", "k"),
+    "header_timeout": (["--header-timeout", "3"], "3", 3.0),
+    "max_connections": (["--max-connections", "50"], "50", 50),
+    "max_body_bytes_in_flight": (["--max-body-bytes-in-flight", "300000000"], "300000000", 300000000),
     "cors_origin": (["--cors-origin", "https://a.test"], "https://a.test", ["https://a.test"]),
     "max_inputs": (["--max-inputs", "64"], "64", 64),
     "max_chars": (["--max-chars", "300"], "300", 300),

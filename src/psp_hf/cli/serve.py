@@ -32,8 +32,8 @@ ENV_PREFIX = "PSP_SERVE_"
 ENVIRONMENT_EPILOG = (
     "Every option can be set by an environment variable instead: PSP_SERVE_ and the option's name in capitals with "
     "underscores (PSP_SERVE_PORT=9000, PSP_SERVE_MAX_INPUTS=64, PSP_SERVE_ACCESS_LOG=1), the model by PSP_SERVE_MODEL "
-    "and more models by PSP_SERVE_MORE_MODELS (comma-separated, as is PSP_SERVE_CORS_ORIGIN). An option given on the "
-    "command line wins; a repeatable one adds to the variable's list."
+    "and more models by PSP_SERVE_MORE_MODELS (comma-separated, as are PSP_SERVE_CORS_ORIGIN and "
+    "PSP_SERVE_ALLOWED_HOSTS). An option given on the command line wins; a repeatable one adds to the variable's list."
 )
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
@@ -97,6 +97,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
         parser.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)"),
         parser.add_argument(
+            "--allowed-hosts",
+            action="append",
+            default=[],
+            metavar="HOST",
+            help="a name the Host header may give (repeatable; '*': any; default: the bound address, and "
+            "localhost for a loopback one; any for 0.0.0.0 or ::)",
+        ),
+        parser.add_argument(
             "--api-key",
             default=os.environ.get("PSP_API_KEY"),
             help="require 'Authorization: Bearer KEY' (default: $PSP_SERVE_API_KEY or $PSP_API_KEY; none: open)",
@@ -122,6 +130,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             default=60.0,
             metavar="SECONDS",
             help="seconds a request may take, reading its body included; past it, 503 (default: 60; 0: none)",
+        ),
+        parser.add_argument(
+            "--header-timeout",
+            type=_finite(0),
+            default=10.0,
+            metavar="SECONDS",
+            help="seconds a connection may take to send a request's headers; then it is closed (default: 10; 0: none)",
+        ),
+        parser.add_argument(
+            "--max-connections",
+            type=flags.positive_int,
+            default=1024,
+            help="connections held at once; past it the oldest one still sending headers is closed (default: 1024)",
+        ),
+        parser.add_argument(
+            "--max-body-bytes-in-flight",
+            type=flags.positive_int,
+            default=None,
+            metavar="BYTES",
+            help="bytes of request bodies held across all requests; past it, 429 (default: twice the largest body)",
         ),
         parser.add_argument(
             "--max-queued-sentences",
@@ -219,6 +247,35 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _allowed_hosts(given: list[str], bound: str) -> list[str] | None:
+    """The Host names to accept: those given, else the bound address (and localhost's names for a loopback one);
+    None (any) for a wildcard address, whose names the server cannot know."""
+    if given:
+        return None if "*" in given else given
+    if bound in ("0.0.0.0", "::"):
+        return None
+    loopback = {"127.0.0.1", "::1", "localhost"}
+    return sorted({bound} | loopback) if bound in loopback or bound.startswith("127.") else [bound]
+
+
+def _raise_open_files(connections: int | None) -> None:
+    """Let the process hold `connections` sockets besides its files: the soft limit raised toward the hard one."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = (connections or 0) + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            target = soft
+        if target < wanted:
+            logger.warning("open files limited to %d: fewer than --max-connections %d allows", target, connections)
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the options, load everything, then serve until SIGTERM or Ctrl-C (exit 0)."""
     try:
@@ -230,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from ..serve.app import ServeConfig, create_app
     from ..serve.requests import Limits
+    from ..serve.server import uvicorn_config
 
     for value in vars(args).values():
         if isinstance(value, BadVariable):
@@ -247,6 +305,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.api_key is not None and not args.api_key.strip():
         raise PSPInputError("--api-key is empty")
+    if args.max_body_bytes_in_flight is not None:
+        largest = Limits(max_inputs=args.max_inputs, max_chars=args.max_chars).max_body_bytes
+        if args.max_body_bytes_in_flight < largest:
+            raise PSPInputError(
+                f"--max-body-bytes-in-flight ({args.max_body_bytes_in_flight}) must hold one body of the largest "
+                f"size that --max-inputs and --max-chars allow ({largest})"
+            )
     sock = _bind(args.host, args.port)  # first: a port in use is found before the models load
     models = _load_models([args.model, *args.more_models])
     index = None
@@ -254,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
         from ..serve.index import load_index
 
         index = load_index(args.index, next(iter(models.values())), num_threads=args.threads)
+    host, port = sock.getsockname()[:2]
     config = ServeConfig(
         limits=Limits(max_inputs=args.max_inputs, max_chars=args.max_chars),
         api_key=args.api_key,
@@ -264,9 +330,13 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent_requests=args.max_concurrent_requests,
         request_timeout=args.request_timeout or None,
         max_queued_sentences=args.max_queued_sentences,
+        allowed_hosts=_allowed_hosts(args.allowed_hosts, host),
+        header_timeout=args.header_timeout or None,
+        max_connections=args.max_connections,
+        max_body_bytes_in_flight=args.max_body_bytes_in_flight,
     )
     app = create_app(models, config, index)
-    host, port = sock.getsockname()[:2]
+    _raise_open_files(config.max_connections)
     if not args.quiet:
         shown = f"[{host}]" if ":" in host else host
         names = ", ".join(models)
@@ -277,12 +347,12 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     server = uvicorn.Server(
-        uvicorn.Config(
+        uvicorn_config(
             app,
+            config,
             log_level="info" if args.access_log else "warning",
             access_log=args.access_log,
             timeout_graceful_shutdown=10,
-            server_header=False,
         )
     )
     # uvicorn finishes the requests in progress on SIGTERM/SIGINT, then re-raises the signal to the handler it found:

@@ -52,14 +52,19 @@ class Gate:
         self.limit = config.max_concurrent_requests
         self.timeout = config.request_timeout
         self.active = 0  # limited requests being answered
+        hosts = config.allowed_hosts
+        self.hosts = None if hosts is None or "*" in hosts else frozenset(host_name(h.encode()) for h in hosts)
         self._labels: dict[tuple[str, str], str] | None = None
 
     def _label(self, scope) -> str:
         """The route's name in the metrics: its path (methods told apart where a path has two), or "other", so
         that scanners' paths cannot grow the metrics without bound."""
+        app = scope.get("app")
+        if app is None:
+            return "other"
         if self._labels is None:
             methods: dict[str, set[str]] = {}
-            for route in scope["app"].routes:
+            for route in app.routes:
                 methods.setdefault(route.path, set()).update(getattr(route, "methods", None) or {"GET"})
             self._labels = {}
             for path, names in methods.items():
@@ -67,6 +72,12 @@ class Gate:
                     shared = len(names - {"HEAD"}) > 1 and method != "POST"
                     self._labels[(method, path)] = f"{method} {path}" if shared else path
         return self._labels.get((scope["method"], scope["path"]), "other")
+
+    def _host_allowed(self, scope) -> bool:
+        for name, value in scope["headers"]:
+            if name == b"host":
+                return host_name(value) in self.hosts
+        return False
 
     def _authorised(self, scope) -> bool:
         for name, value in scope["headers"]:
@@ -96,7 +107,13 @@ class Gate:
         try:
             error = None
             limited = path not in UNLIMITED_PATHS
-            if self.key is not None and (scope["method"], path) not in PUBLIC_ROUTES and not self._authorised(scope):
+            if self.hosts is not None and not self._host_allowed(scope):
+                error = APIError(
+                    400,
+                    "the Host header names another server; start it with --allowed-hosts to accept that name",
+                    code="host_not_allowed",
+                )
+            elif self.key is not None and (scope["method"], path) not in PUBLIC_ROUTES and not self._authorised(scope):
                 error = APIError(401, _KEY_MESSAGE, code="api_key")
             elif limited and self.limit is not None and self.active >= self.limit:
                 error = APIError(
@@ -112,7 +129,17 @@ class Gate:
                 await self.app(scope, receive, send_and_note)
             else:
                 await self._limited(scope, receive, send_and_note, lambda: started)
+        except asyncio.CancelledError:
+            # Cancelled: the shutdown's grace period ended with the request still running. It gets a JSON answer
+            # (the server would send a plain-text 500), then the cancellation goes on.
+            if not started:
+                error = APIError(
+                    503, "the server is shutting down; retry", code="shutting_down", headers={"Retry-After": "1"}
+                )
+                await error_response(path, error)(scope, receive, send_and_note)
+            raise
         finally:
+            state.release(scope)
             state.metrics.in_flight -= 1
             state.metrics.request_done(self._label(scope), response_status, time.perf_counter() - start)
 
@@ -143,3 +170,11 @@ class Gate:
         finally:
             state.arriving -= 1
             self.active -= 1
+
+
+def host_name(value: bytes) -> str:
+    """A Host header's (or an --allowed-hosts entry's) name: lower case, without the port and IPv6 brackets."""
+    text = value.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[1 : text.find("]")] if "]" in text else text
+    return text.rpartition(":")[0] if text.count(":") == 1 else text

@@ -17,6 +17,8 @@ from .requests import APIError, Limits, parse_json, read_body
 
 logger = logging.getLogger(__name__)
 
+_RESERVED = "psp.body_bytes"  # the scope key of a request's reserved body bytes
+
 
 @dataclass
 class ServeConfig:
@@ -33,8 +35,32 @@ class ServeConfig:
     max_concurrent_requests: int | None = 512
     request_timeout: float | None = 60.0
     max_queued_sentences: int = 65536
+    # Host header values accepted (None: any): a page elsewhere cannot reach a local server by DNS rebinding.
+    allowed_hosts: list[str] | None = None
+    # Seconds a connection may take to send a request's headers, and connections held at once (past it, the
+    # oldest one still sending its headers is closed): slow clients cannot hold the server's sockets.
+    header_timeout: float | None = 10.0
+    max_connections: int | None = 1024
+    # Bytes of request bodies held across all requests at once (None: twice the largest body allowed).
+    max_body_bytes_in_flight: int | None = None
+
+    @property
+    def body_bytes_budget(self) -> int:
+        """Bytes of bodies the server holds at once (past it, 429)."""
+        return self.max_body_bytes_in_flight or 2 * self.limits.max_body_bytes
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.batch_wait_ms) and self.batch_wait_ms >= 0):
+            raise ValueError(f"batch_wait_ms must be a finite number of 0 or more, got {self.batch_wait_ms}")
+        if self.header_timeout is not None and not (math.isfinite(self.header_timeout) and self.header_timeout > 0):
+            raise ValueError(f"header_timeout must be a positive number of seconds, got {self.header_timeout}")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {self.max_connections}")
+        if self.max_body_bytes_in_flight is not None and self.max_body_bytes_in_flight < self.limits.max_body_bytes:
+            raise ValueError(
+                f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must hold one body of the largest size "
+                f"({self.limits.max_body_bytes})"
+            )
         if self.max_concurrent_requests is not None and self.max_concurrent_requests < 1:
             raise ValueError(f"max_concurrent_requests must be at least 1, got {self.max_concurrent_requests}")
         if self.request_timeout is not None and not (math.isfinite(self.request_timeout) and self.request_timeout > 0):
@@ -60,6 +86,8 @@ class ServerState:
         self.arriving = 0
         self.executor: ThreadPoolExecutor | None = None
         self.batchers: dict[str, MicroBatcher] = {}
+        # Bytes of bodies held by requests now (each request's share is in its scope, returned when it ends).
+        self.body_bytes = 0
 
     def start(self) -> None:
         """One pool of encode threads for every model; each model's batcher keeps that many encodes going."""
@@ -86,8 +114,26 @@ class ServerState:
             self.executor.shutdown(wait=True)
 
     async def body(self, request) -> dict:
-        """The request's JSON object, read within the body limit."""
-        return parse_json(await read_body(request, self.config.limits))
+        """The request's JSON object, read within the body limit and the server's budget of bytes in flight."""
+        return parse_json(await read_body(request, self.config.limits, lambda n: self.reserve(request.scope, n)))
+
+    def reserve(self, scope: dict, size: int) -> None:
+        """Count `size` more bytes of body for the request of `scope`, or refuse it (429) past the budget."""
+        budget = self.config.body_bytes_budget
+        if self.body_bytes + size > budget:
+            raise APIError(
+                429,
+                f"the server holds {self.body_bytes} bytes of request bodies, and this one would take it past "
+                f"{budget} (--max-body-bytes-in-flight); retry later",
+                code="bytes_in_flight",
+                headers={"Retry-After": "1"},
+            )
+        self.body_bytes += size
+        scope[_RESERVED] = scope.get(_RESERVED, 0) + size
+
+    def release(self, scope: dict) -> None:
+        """Return what the request of `scope` reserved (when its answer is sent)."""
+        self.body_bytes -= scope.pop(_RESERVED, 0)
 
     def model_of(self, body: dict, required: bool) -> str:
         """The served name of the model `body` asks for.
