@@ -258,22 +258,30 @@ def _allowed_hosts(given: list[str], bound: str) -> list[str] | None:
     return sorted({bound} | loopback) if bound in loopback or bound.startswith("127.") else [bound]
 
 
-def _raise_open_files(connections: int | None) -> None:
-    """Let the process hold `connections` sockets besides its files: the soft limit raised toward the hard one."""
+def _connections_allowed(connections: int) -> int:
+    """`connections`, or fewer where the open-file limit cannot be raised to hold them besides the files the server
+    reads: the soft limit is raised toward the hard one first."""
     try:
         import resource
     except ImportError:  # not on Unix
-        return
+        return connections
+    spare = 64  # the model's files, the listening socket, the logs...
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = (connections or 0) + 256
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            target = soft
-        if target < wanted:
-            logger.warning("open files limited to %d: fewer than --max-connections %d allows", target, connections)
+    wanted = connections + spare
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return connections
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    if target >= wanted:
+        return connections
+    allowed = max(1, target - spare)
+    logger.warning(
+        "the open-file limit (%d) holds %d connections, not --max-connections %d", target, allowed, connections
+    )
+    return allowed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -332,11 +340,10 @@ def run(args: argparse.Namespace) -> int:
         max_queued_sentences=args.max_queued_sentences,
         allowed_hosts=_allowed_hosts(args.allowed_hosts, host),
         header_timeout=args.header_timeout or None,
-        max_connections=args.max_connections,
+        max_connections=_connections_allowed(args.max_connections),
         max_body_bytes_in_flight=args.max_body_bytes_in_flight,
     )
     app = create_app(models, config, index)
-    _raise_open_files(config.max_connections)
     if not args.quiet:
         shown = f"[{host}]" if ":" in host else host
         names = ", ".join(models)
