@@ -54,14 +54,17 @@ class PeakRSS:
 
 
 async def good_requests(url: str, done: asyncio.Event, limit_s: float, every: float = 0.2) -> tuple[int, int]:
-    """(answered with 200, sent): one-sentence requests, one at a time, until `done` (at most `limit_s` seconds;
-    each request waits at most 10 s)."""
+    """(answered with 200, sent): one-sentence requests, one at a time, each on a new connection, until `done` (at
+    most `limit_s` seconds; each request waits at most 10 s)."""
     import aiohttp
 
     answered = sent = 0
     stop_at = time.perf_counter() + limit_s
     timeout = aiohttp.ClientTimeout(total=10)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    # A new connection for each request, as a new client would open: a connection kept alive from before the load
+    # would not show whether the server still accepts any.
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         while not done.is_set() and time.perf_counter() < stop_at:
             sent += 1
             try:

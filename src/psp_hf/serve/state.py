@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -18,6 +19,7 @@ from .requests import APIError, Limits, parse_json, read_body
 logger = logging.getLogger(__name__)
 
 _RESERVED = "psp.body_bytes"  # the scope key of a request's reserved body bytes
+_PARSE_ON_LOOP_BYTES = 1 << 20  # bodies from this size are parsed on the thread pool
 
 
 @dataclass
@@ -115,7 +117,12 @@ class ServerState:
 
     async def body(self, request) -> dict:
         """The request's JSON object, read within the body limit and the server's budget of bytes in flight."""
-        return parse_json(await read_body(request, self.config.limits, lambda n: self.reserve(request.scope, n)))
+        raw = await read_body(request, self.config.limits, lambda n: self.reserve(request.scope, n))
+        if len(raw) < _PARSE_ON_LOOP_BYTES or self.executor is None:
+            return parse_json(raw)
+        # A large body takes long to parse (0.34 s for the largest, 100 MB of \u00e9 escapes): on a thread, while
+        # the loop answers other requests.
+        return await asyncio.get_running_loop().run_in_executor(self.executor, parse_json, raw)
 
     def reserve(self, scope: dict, size: int) -> None:
         """Count `size` more bytes of body for the request of `scope`, or refuse it (429) past the budget."""
