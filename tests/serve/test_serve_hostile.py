@@ -155,6 +155,18 @@ def test_bytes_in_flight_are_bounded_across_requests(encoder):
         assert again.status_code == 200
 
 
+def test_a_small_request_is_not_stuck_behind_a_long_encode(encoder):
+    gated = GatedEncoder(encoder)
+    with ServerThread(create_app({"m": gated}, ServeConfig(threads=1))) as server, ThreadPoolExecutor(1) as pool:
+        held = pool.submit(httpx.post, f"{server.url}/embed", json={"inputs": HELD}, timeout=60)
+        wait_for(lambda: gated.entered > 0, "the long encode did not start")
+        small = httpx.post(f"{server.url}/embed", json={"inputs": ["a cat"], "normalize": False}, timeout=5)
+        assert small.status_code == 200 and not held.done()  # answered while the long encode still runs
+        np.testing.assert_allclose(small.json(), encoder.encode(["a cat"]), atol=1e-6, rtol=0)
+        gated.gate.set()
+        assert held.result().status_code == 200
+
+
 # --------------------------------------------------------------------------- protocol details
 def test_head_answers_on_get_routes_and_unknown_routes_are_json(encoder):
     with ServerThread(create_app({"m": encoder}, ServeConfig())) as server:

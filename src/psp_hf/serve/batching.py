@@ -62,6 +62,7 @@ class MicroBatcher:
         # cannot grow the queue, and the memory it holds, without bound.
         self.max_queued = max_queued
         self.queued = 0
+        self.busy = 0  # workers inside an encode on the thread pool
         self.workers = workers
         # How many requests are in the server but not yet queued here: worth waiting for only when above zero.
         self.others_waiting = others_waiting
@@ -91,6 +92,13 @@ class MicroBatcher:
         """Embeddings and piece counts of `sentences`, encoded together with whatever else is queued."""
         if self._queue is None:
             raise RuntimeError("MicroBatcher.start() was not called")
+        if len(sentences) <= self.inline_sentences and self.busy >= self.workers:
+            # Every worker is inside an encode on the thread pool (a large request's, which may take seconds): a few
+            # sentences are encoded now, on the loop, rather than waiting behind it.
+            embeddings, counts = encode_with_counts(self.encoder, sentences)
+            if self.on_batch is not None:
+                self.on_batch(len(sentences))
+            return embeddings, counts
         if self.max_queued is not None and self.queued and self.queued + len(sentences) > self.max_queued:
             raise QueueFull(self.queued)
         future = asyncio.get_running_loop().create_future()
@@ -139,9 +147,13 @@ class MicroBatcher:
                     # ~0.1 ms against ~0.6 ms of waking a thread and passing the GIL around on a busy machine).
                     embeddings, counts = encode_with_counts(self.encoder, sentences)
                 else:
-                    embeddings, counts = await loop.run_in_executor(
-                        self.executor, encode_with_counts, self.encoder, sentences
-                    )
+                    self.busy += 1
+                    try:
+                        embeddings, counts = await loop.run_in_executor(
+                            self.executor, encode_with_counts, self.encoder, sentences
+                        )
+                    finally:
+                        self.busy -= 1
             except Exception as error:  # one bad encode fails its requests, not the worker
                 logger.exception("encode of %d sentences failed", len(sentences))
                 for _, future in items:
