@@ -31,14 +31,28 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def start_server(model: str, threads: int, extra: list[str]) -> tuple[subprocess.Popen, str]:
+def start_server(
+    model: str, threads: int, extra: list[str], open_files: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """`psp serve` in its own process (with `open_files` as its open-file limit, soft and hard) and its URL."""
     command = [sys.executable, "-m", "psp_hf.cli", "serve", model, "--port", "0", "--threads", str(threads), *extra]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    line = process.stderr.readline()
-    if "http://" not in line:
-        process.kill()
-        raise SystemExit(f"server did not start: {line}{process.stderr.read()}")
-    return process, line.split(" on ")[1].split()[0]
+
+    def limit_files() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, preexec_fn=open_files and limit_files)
+    seen = []
+    for _ in range(20):  # warnings may come before the line that says where it listens
+        line = process.stderr.readline()
+        seen.append(line)
+        if "http://" in line:
+            return process, line.split(" on ")[1].split()[0]
+        if not line:
+            break
+    process.kill()
+    raise SystemExit(f"server did not start: {''.join(seen)}{process.stderr.read()}")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -9,6 +9,10 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from psp_hf import PSPEncoder
 
 CORPUS = [
     "A man is playing a guitar.",
@@ -32,14 +36,21 @@ def tiny_tokenizer(folder: Path):
 class ServerThread:
     """`with ServerThread(app) as server:` serves `app` at `server.url` until the block ends."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, config=None) -> None:
+        """`config` (a ServeConfig): run uvicorn as `psp serve` sets it up (header deadline, connection bound)."""
         import uvicorn
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        if config is None:
+            uvicorn_config = uvicorn.Config(app, log_level="warning", access_log=False)
+        else:
+            from psp_hf.serve.server import uvicorn_config as psp_config
+
+            uvicorn_config = psp_config(app, config, log_level="warning", access_log=False)
+        self.server = uvicorn.Server(uvicorn_config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> ServerThread:
@@ -55,3 +66,35 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=30)
         self.sock.close()
+
+
+# More sentences than the batcher encodes on the event loop: these encodes run on the thread pool, where the test's
+# gate can hold them without stopping the server.
+HELD = [f"held sentence number {i}" for i in range(20)]
+
+
+class GatedEncoder:
+    """An encoder whose encodes of `HELD`'s size or more wait for `gate` (set: they run at once); everything else is
+    the real one's."""
+
+    def __init__(self, encoder: PSPEncoder) -> None:
+        self.encoder = encoder
+        self.gate = threading.Event()
+        self.entered = 0
+
+    def embed_ids(self, flat, offsets):
+        if len(offsets) >= len(HELD):  # encodes of fewer sentences (one request's few) pass at once
+            self.entered += 1
+            self.gate.wait(timeout=60)
+        return self.encoder.embed_ids(flat, offsets)
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+
+def wait_for(condition, what: str) -> None:
+    """Wait up to 30 s for `condition()`; fail naming `what`."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)

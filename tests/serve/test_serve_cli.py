@@ -141,12 +141,15 @@ def test_index_from_an_embed_dataset_folder(model_dir, tmp_path):
     encoder = PSPEncoder.from_pretrained(model_dir)
     source = _lines(tmp_path)
     embed_dataset(encoder, str(source), tmp_path / "emb", shard_size=3)
+    # The server reads nothing outside the folder: its text is copied in under the input's name.
+    copy = tmp_path / "emb" / source.name
+    copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     index = load_index(tmp_path / "emb", encoder)
     assert sorted(index.texts) == sorted(CORPUS)
     hits = index.search(encoder.encode(CORPUS[3]), 2)
     assert (hits[0].text, hits[0].row) == (CORPUS[3], 4) and hits[0].cosine == pytest.approx(1.0, abs=1e-5)
-    source.write_text("only one line now\n", encoding="utf-8")
-    with pytest.raises(Exception, match="now has 1 rows"):
+    copy.write_text("only one line now\n", encoding="utf-8")
+    with pytest.raises(Exception, match="has 1 rows"):
         load_index(tmp_path / "emb", encoder)
 
 

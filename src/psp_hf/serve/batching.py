@@ -30,6 +30,14 @@ def encode_with_counts(encoder, sentences: list[str]) -> tuple[np.ndarray, np.nd
     return encoder.embed_ids(flat, offsets), counts
 
 
+class QueueFull(Exception):
+    """A request's sentences would take the model's queue past its bound."""
+
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"{queued} sentences queued")
+        self.queued = queued
+
+
 class MicroBatcher:
     """Merges the sentences of concurrent requests to one model; `embed` is what a request awaits."""
 
@@ -40,6 +48,7 @@ class MicroBatcher:
         *,
         wait_s: float = 0.002,
         max_sentences: int = 4096,
+        max_queued: int | None = None,
         workers: int = 1,
         others_waiting: Callable[[], int] = lambda: 0,
         on_batch: Callable[[int], None] | None = None,
@@ -49,6 +58,11 @@ class MicroBatcher:
         self.executor = executor
         self.wait_s = wait_s
         self.max_sentences = max_sentences
+        # Sentences waiting for an encode: past `max_queued`, `embed` refuses (the server answers 429), so a burst
+        # cannot grow the queue, and the memory it holds, without bound.
+        self.max_queued = max_queued
+        self.queued = 0
+        self.busy = 0  # workers inside an encode on the thread pool
         self.workers = workers
         # How many requests are in the server but not yet queued here: worth waiting for only when above zero.
         self.others_waiting = others_waiting
@@ -78,7 +92,17 @@ class MicroBatcher:
         """Embeddings and piece counts of `sentences`, encoded together with whatever else is queued."""
         if self._queue is None:
             raise RuntimeError("MicroBatcher.start() was not called")
+        if len(sentences) <= self.inline_sentences and self.busy >= self.workers:
+            # Every worker is inside an encode on the thread pool (a large request's, which may take seconds): a few
+            # sentences are encoded now, on the loop, rather than waiting behind it.
+            embeddings, counts = encode_with_counts(self.encoder, sentences)
+            if self.on_batch is not None:
+                self.on_batch(len(sentences))
+            return embeddings, counts
+        if self.max_queued is not None and self.queued and self.queued + len(sentences) > self.max_queued:
+            raise QueueFull(self.queued)
         future = asyncio.get_running_loop().create_future()
+        self.queued += len(sentences)
         self._queue.put_nowait((sentences, future))
         return await future
 
@@ -111,6 +135,11 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         while True:
             items = await self._gather(await self._queue.get())
+            self.queued -= sum(len(batch) for batch, _ in items)
+            # A request that timed out or whose client left while queued needs no encode.
+            items = [item for item in items if not item[1].done()]
+            if not items:
+                continue
             sentences = items[0][0] if len(items) == 1 else [s for batch, _ in items for s in batch]
             try:
                 if len(sentences) <= self.inline_sentences:
@@ -118,9 +147,13 @@ class MicroBatcher:
                     # ~0.1 ms against ~0.6 ms of waking a thread and passing the GIL around on a busy machine).
                     embeddings, counts = encode_with_counts(self.encoder, sentences)
                 else:
-                    embeddings, counts = await loop.run_in_executor(
-                        self.executor, encode_with_counts, self.encoder, sentences
-                    )
+                    self.busy += 1
+                    try:
+                        embeddings, counts = await loop.run_in_executor(
+                            self.executor, encode_with_counts, self.encoder, sentences
+                        )
+                    finally:
+                        self.busy -= 1
             except Exception as error:  # one bad encode fails its requests, not the worker
                 logger.exception("encode of %d sentences failed", len(sentences))
                 for _, future in items:

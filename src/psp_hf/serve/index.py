@@ -8,6 +8,7 @@ keeps its row (0-based line number of a text file, input row of a folder).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,11 @@ class SearchIndex:
         self.source = source
         self.dim = embeddings.shape[1]
         self.index = build_index(embeddings, kind="auto")
+
+    @property
+    def name(self) -> str:
+        """What the page and /info show: the file or folder name, not its path on the server."""
+        return Path(self.source).name
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -75,6 +81,8 @@ def _from_folder(folder: Path, encoder) -> SearchIndex:
     from ..corpus.shards import load_embeddings, read_index
     from ..corpus.sources import iter_part, list_parts
 
+    folder = folder.resolve()
+    _refuse_links_outside(folder)
     info = read_index(folder)
     if info["dim"] != encoder.dim:
         raise PSPInputError(
@@ -84,19 +92,40 @@ def _from_folder(folder: Path, encoder) -> SearchIndex:
     rows, embeddings = load_embeddings(folder)
     if len(rows) == 0:
         raise PSPInputError(f"--index {folder}: no embeddings")
-    # The folder holds no text: read it again from the input its manifest names, row by row.
+    # The folder holds no text of its own: the text is its input, copied into the folder under the input's name.
+    # Nothing outside the folder is read, whatever its manifest.json names (a planted manifest could name any file).
+    source = str(info["input"])
+    text = folder / Path(source).name
+    if not text.exists():
+        raise PSPInputError(
+            f"--index {folder}: its text ({source}, named in its manifest.json) is outside the folder, and psp serve "
+            f"reads nothing outside it; copy the text into the folder as {text}"
+        )
     try:
-        parts = list_parts(info["input"])
+        parts = list_parts(str(text))
+        for part in parts:
+            _inside(folder, Path(part.name))
         all_texts = [t for part in parts for t in iter_part(part, info["column"], info["data_config"], info["split"])]
     except (PSPInputError, OSError) as error:
-        raise PSPInputError(
-            f"--index {folder}: cannot read its text from {info['input']} (named in its manifest.json): {error}"
-        ) from None
+        raise PSPInputError(f"--index {folder}: cannot read its text from {text}: {error}") from None
     if len(all_texts) != info["rows"]:
-        raise PSPInputError(
-            f"--index {folder}: {info['input']} now has {len(all_texts)} rows, the embeddings {info['rows']}"
-        )
+        raise PSPInputError(f"--index {folder}: {text} has {len(all_texts)} rows, the embeddings {info['rows']}")
     keep = np.array([bool(all_texts[r].strip()) for r in rows.tolist()], dtype=bool)
     rows = rows[keep]
     texts = [all_texts[r] for r in rows.tolist()]
     return SearchIndex(texts, rows, np.asarray(embeddings)[keep], str(folder))
+
+
+def _inside(folder: Path, path: Path) -> None:
+    """Refuse `path` unless it resolves (links followed) inside `folder` (itself resolved)."""
+    if not path.resolve().is_relative_to(folder):
+        raise PSPInputError(f"--index {folder}: {path} leads outside the folder ({path.resolve()}); refused")
+
+
+def _refuse_links_outside(folder: Path) -> None:
+    """Every link in the folder must stay inside it: the manifest, the shards and the text are read through them."""
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                _inside(folder, path)

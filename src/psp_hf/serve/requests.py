@@ -6,6 +6,7 @@ Nothing here touches the file system: a request names a model by its served name
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -28,25 +29,51 @@ class Limits:
 class APIError(Exception):
     """A request refused: HTTP `status`, a message, and the OpenAI-style `param`/`code`."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers
 
 
-async def read_body(request, limits: Limits) -> bytes:
-    """The body, refused with 413 before it is read when Content-Length is over the limit (or once it grows past)."""
+async def read_body(request, limits: Limits, reserve: Callable[[int], None] | None = None) -> bytes:
+    """The body of a JSON request, refused with 413 before it is read when Content-Length is over the limit (or once
+    it grows past), and with 415 unless it is declared `application/json`: a page on another site can post
+    `text/plain` without asking the browser first, never `application/json`.
+
+    `reserve(n)` is told of the bytes before they are held (the declared length at once, else each chunk), and
+    raises to refuse them.
+    """
     limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    known = declared is not None and declared.isdigit()
+    if known and int(declared) > limit:
         raise APIError(413, f"request body of {declared} bytes is over the limit of {limit} bytes", code="body_limit")
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        shown = repr(kind) if kind else "none"
+        raise APIError(
+            415, f"the body must be sent as 'Content-Type: application/json' (got {shown})", code="content_type"
+        )
+    if reserve is not None and known:
+        reserve(int(declared))
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise APIError(413, f"request body is over the limit of {limit} bytes", code="body_limit")
+        if reserve is not None and not known and chunk:
+            reserve(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -83,7 +110,8 @@ def texts(value, field: str, limits: Limits) -> tuple[list[str], bool]:
         if not isinstance(item, str):
             raise APIError(
                 422,
-                f"'{field}'[{i}] is {_kind(item)}; only strings are accepted (no token ids)",
+                f"'{field}'[{i}] is {_kind(item)}; only strings are accepted (no token ids: a psp model reads text "
+                "with its own vocabulary, which another tokenizer's ids do not index)",
                 param=field,
                 code="invalid_type",
             )
