@@ -178,7 +178,6 @@ OPTION_VALUES = {
     "max_batch_sentences": (["--max-batch-sentences", "100"], "100", 100),
     "index": (["--index", "s.txt"], "s.txt", "s.txt"),
     "access_log": (["--access-log"], "1", True),
-    "quiet": (["-q"], "yes", True),
 }
 
 
