@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 
 
@@ -33,3 +35,28 @@ def native_panics(what: str) -> Iterator[None]:
             f"{what}: the tokenizer failed ({reason}); its tokenizer.json is corrupt or crafted (a pattern that "
             "never finishes, for one)"
         ) from None
+
+
+# How safetensors' Rust writer words an I/O failure: "... I/O error: No space left on device (os error 28) at path
+# "..."" (0.5 and later), or "IoError(Os { code: 28, kind: StorageFull, ... })" (earlier versions).
+_NATIVE_OS_ERROR = re.compile(r"\(os error (\d+)\)|Os \{ code: (\d+)")
+_NATIVE_PATH = re.compile(r'at path "([^"]*)"')
+
+
+def os_error_of(error: BaseException) -> OSError | None:
+    """The operating-system error behind a failed write: `error` itself when it is an `OSError`, the one a
+    `SafetensorError` reports in its text (a full disk while writing weights), else None.
+
+    safetensors raises its own `SafetensorError` (not an `OSError`) for a failed write, so handlers of write errors
+    (`except OSError`) would let a full disk through as a traceback; this gives them the errno to word it."""
+    if isinstance(error, OSError):
+        return error
+    if type(error).__name__ != "SafetensorError":
+        return None
+    text = str(error)
+    found = _NATIVE_OS_ERROR.search(text)
+    if found is None:
+        return None
+    code = int(found.group(1) or found.group(2))
+    path = _NATIVE_PATH.search(text)
+    return OSError(code, os.strerror(code), path.group(1) if path else None)

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..errors import PSPInputError
+from ..errors import PSPInputError, os_error_of
 from . import flags
 
 
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_loading import load_static_model
+    from ..io import check_writable_parent, output_error
     from ..persistence.static_models import save_model2vec
 
     output = Path(args.output)
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--output {output}: is a file; psp export writes a model folder, give a folder name")
     if output.exists() and any(output.iterdir()):
         raise PSPInputError(f"--output {output}: exists and is not an empty folder; choose a new one")
+    # The folder is staged beside OUT: its parent must be writable, checked before the model is loaded.
+    check_writable_parent(output, f"--output {output}")
     encoder = load_static_model(args.model)
     try:
         check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
@@ -68,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         if output.exists():
             output.rmdir()  # empty (checked above)
         os.replace(staging, output)
+    except Exception as error:  # a full disk: an OSError, or safetensors' SafetensorError naming the errno
+        failure = os_error_of(error)
+        if failure is None:
+            raise
+        raise output_error(output, failure) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if not args.quiet:

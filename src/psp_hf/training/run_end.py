@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PSPInputError
-from ..io import atomic_path
+from ..errors import PSPInputError, os_error_of
+from ..io import atomic_path, output_error
 from .arguments import PAIRS_ONLY
 from .checkpoint import EXPORT_PREFIX
 from .metrics_log import peak_rss_mb
@@ -74,6 +74,14 @@ def write_model_folder(
                 continue
             os.chmod(path, 0o666 & ~umask)  # temp files are private; the model is meant to be shared
             os.replace(path, target)
+    except Exception as error:  # a full disk: an OSError, or safetensors' SafetensorError naming the errno
+        failure = os_error_of(error)
+        if failure is None:
+            raise
+        raise PSPInputError(
+            f"{output_error(output_dir, failure)}; the trained weights stay in the last checkpoint under "
+            f"{output_dir / 'training'}; free some space and rerun the command with --resume to write the folder"
+        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if bar_was_enabled:
