@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
+    from ..io import check_writable_parent, output_error
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_loading import load_static_model
-    from ..io import check_writable_parent, output_error
     from ..persistence.static_models import save_model2vec
 
     output = Path(args.output)
