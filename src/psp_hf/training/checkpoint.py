@@ -171,6 +171,11 @@ class CheckpointStore:
         if not rng.is_file():  # load_state would go on without it, and the run would not repeat itself
             raise self._broken(f"{rng} is missing")
         state.load_state_dict(self._read_state(folder))
+        if len(state.positions) != accelerator.num_processes:  # one stream position per process
+            raise self._broken(
+                f"the counters in {folder} hold {len(state.positions)} stream position(s) for "
+                f"{accelerator.num_processes} process(es)"
+            )
         try:
             from accelerate.utils import load as safe_load
 

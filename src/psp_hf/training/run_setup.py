@@ -284,7 +284,7 @@ class RunSetup:
     def _build_model(self, resuming: bool) -> None:
         from .encoder_module import TrainingEncoder
         from .encoder_options import configure_training_encoder, new_encoder
-        from .model_setup import initialise, load_or_train_tokenizer
+        from .model_setup import check_table_fits, initialise, load_or_train_tokenizer
         from .optimizer import make_optimizers
 
         args = self.args
@@ -300,6 +300,7 @@ class RunSetup:
         self.backend = self.tokenizer.backend_tokenizer
         self.backend.no_padding()
         self.backend.no_truncation()
+        check_table_fits(len(self.tokenizer), args.dim, self.accelerator.device)
         encoder = new_encoder(
             args,
             self.tokenizer,
