@@ -115,10 +115,13 @@ def _checked_tokenizer(name: str):
     """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
     from transformers import PreTrainedTokenizerFast
 
+    from ..io import cannot_be_hub_id
     from ..persistence.model_folder import read_tokenizer
 
     if Path(name).is_dir():
         read_tokenizer(Path(name))  # psp's checked reader: malformed JSON, a tokenizer that panics on text
+    elif not Path(name).exists() and cannot_be_hub_id(name):  # a mistyped local path, not a Hub id to look up
+        raise PSPInputError(f"--tokenizer {name}: no such folder")
     try:
         return PreTrainedTokenizerFast.from_pretrained(name)
     except Exception as error:  # noqa: BLE001 - transformers raises many kinds for a missing or damaged tokenizer
