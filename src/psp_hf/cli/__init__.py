@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import PSPInputError
+from ..errors import PSPInputError, keep_panic_reports_off_stderr
 from .flags import Parser
 
 # Command -> (module of this package, one-line help).
@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..logs import show_on_stderr
 
     show_on_stderr(quiet=getattr(args, "quiet", False))
+    keep_panic_reports_off_stderr()  # a crafted tokenizer's panic is one error line, without Rust's report
 
     if getattr(args, "quiet", False):
         _quiet_libraries()
