@@ -69,7 +69,7 @@ def test_a_full_disk_at_the_final_export_is_one_error_line_and_resume_writes_the
     code, err = _train(tmp_path, out)
     assert code == 2
     line = one_error_line(err)
-    assert f"{out}: cannot write it: no space left on the device" in line and "--resume" in line
+    assert f"{out}: cannot write the model folder (No space left on device)" in line and "--resume" in line
     assert ".export-" not in line  # the output is named, not the staging folder
     assert not list(out.glob(".export-*")) and not (out / "model.safetensors").exists()
     monkeypatch.undo()  # space freed: the rerun the message suggests writes the folder

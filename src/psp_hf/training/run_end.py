@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError, os_error_of
-from ..io import atomic_path, output_error
+from ..io import atomic_path
 from .arguments import PAIRS_ONLY
 from .checkpoint import EXPORT_PREFIX
 from .metrics_log import peak_rss_mb
@@ -79,7 +79,8 @@ def write_model_folder(
         if failure is None:
             raise
         raise PSPInputError(
-            f"{output_error(output_dir, failure)}; the trained weights stay in the last checkpoint under "
+            f"{output_dir}: cannot write the model folder ({failure.strerror or failure}); the trained weights stay "
+            "in the last checkpoint under "
             f"{output_dir / 'training'}; free some space and rerun the command with --resume to write the folder"
         ) from None
     finally:
