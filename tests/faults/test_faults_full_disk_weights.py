@@ -87,5 +87,5 @@ def test_a_full_disk_in_psp_export_is_one_error_line(tmp_path, monkeypatch):
     code, _, err = run_cli("export", str(model), "-o", str(out), "-q")
     assert code == 2
     line = one_error_line(err)
-    assert f"{out}: cannot write it: no space left on the device" in line and ".export-" not in line
+    assert f"--output {out}: cannot write it (No space left on device)" in line and ".export-" not in line
     assert not out.exists() and not list(tmp_path.glob(".small.export-*"))

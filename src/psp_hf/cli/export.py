@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
-    from ..io import check_writable_parent, output_error
+    from ..io import check_writable_parent
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_loading import load_static_model
     from ..persistence.static_models import save_model2vec
@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         failure = os_error_of(error)
         if failure is None:
             raise
-        raise output_error(output, failure) from None
+        reason = failure.strerror or failure
+        raise PSPInputError(f"--output {output}: cannot write it ({reason}); nothing was written") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if not args.quiet:
