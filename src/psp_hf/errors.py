@@ -110,6 +110,7 @@ class _HeldStderr:
         self.passed = size
         if self.depth == 0:  # start the file afresh: it would otherwise grow with every message ever passed on
             self.capture.truncate(0)
+            self.capture.seek(0)  # the offset is shared with descriptor 2's next hold (dup2 shares it)
             self.passed = 0
         kept = _PANIC_REPORT.sub(b"", written)
         with contextlib.suppress(OSError):

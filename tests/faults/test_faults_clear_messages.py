@@ -153,3 +153,16 @@ def test_languages_minutes_below_zero_names_its_own_flag_before_any_work(tmp_pat
     line = one_error_line(err)
     assert "--minutes must be a number of minutes >= 0" in line and "--max-minutes" not in line
     assert not out.exists()
+
+
+def test_other_writes_to_stderr_while_the_tokenizer_runs_pass_through_intact(capfd):
+    from psp_hf.errors import keep_panic_reports_off_stderr, native_panics
+
+    keep_panic_reports_off_stderr()  # as `psp` does (the first CLI run of this session has already)
+    capfd.readouterr()
+    for text in (b"one\n", b"two\n", b"progress 50%\r"):
+        with native_panics("the tokenizer"):
+            os.write(2, text)
+            with native_panics("the tokenizer"):  # nested and from other threads: descriptor 2 is shared
+                os.write(2, b"inner\n")
+    assert capfd.readouterr().err == "one\ninner\ntwo\ninner\nprogress 50%\rinner\n"
