@@ -33,6 +33,9 @@ def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
     from .errors import PSPInputError
 
     folder = data_dir(path)
+    if folder.exists() and not folder.is_dir():
+        flag = "--data-dir" if path is not None else DATA_ENV
+        raise PSPInputError(f"{flag} {folder}: is a file, not a folder; give the data folder (the one that holds sts/)")
     if not folder.is_dir():
         raise PSPInputError(
             f"data folder {folder} not found; pass --data-dir DIR or set {DATA_ENV} "

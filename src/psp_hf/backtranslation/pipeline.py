@@ -16,6 +16,7 @@ the settings the parts were made with; a rerun with other settings is refused ra
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -146,6 +147,13 @@ def translate_bitext(
     from tqdm.auto import tqdm
 
     out = Path(out)
+    rows = read_bitext(settings.bitext, settings.src_lang, settings.columns, settings.header)
+    first = next(rows, None)
+    if first is None:  # said of the input, before the output folder is touched (the filter would name the output)
+        raise PSPInputError(
+            f"{settings.bitext}: no sentence pairs to back-translate (the file is empty, or holds only a header)"
+        )
+    rows = itertools.chain([first], rows)
     if _check_run(out, settings, overwrite):
         return {"pairs": _count_rows(out / TRANSLATIONS), "chunks_translated": 0, "already_complete": True}
     translator = None
@@ -154,7 +162,6 @@ def translate_bitext(
     translated_pairs = 0
     busy = 0.0  # translating and writing, without loading the model
     bar = tqdm(desc="translating", unit="pair", disable=not progress, dynamic_ncols=True)
-    rows = read_bitext(settings.bitext, settings.src_lang, settings.columns, settings.header)
     try:
         for index, chunk in enumerate(_chunks(rows, settings.chunk_size)):
             pairs += len(chunk)

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..errors import PSPInputError
+from ..errors import PSPInputError, keep_panic_reports_off_stderr
 from .flags import Parser, add_verbosity
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..logs import show_on_stderr
 
     show_on_stderr(quiet=args.quiet, verbose=args.verbose)
+    keep_panic_reports_off_stderr()  # a crafted tokenizer's panic is one error line, without Rust's report
 
     if args.quiet:
         _quiet_libraries()

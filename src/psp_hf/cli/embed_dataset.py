@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     """Embed the dataset in this process (its RANK's share) or spawn --num-proc processes that do."""
     if args.num_proc < 1:
         raise PSPInputError(f"--num-proc must be at least 1, got {args.num_proc}")
+    if Path(args.output).exists() and not Path(args.output).is_dir():
+        raise PSPInputError(f"--output {args.output}: is a file; psp embed-dataset writes a folder of shards there")
     # --threads is the whole run's: each of the --num-proc processes takes its share.
     threads = max(1, args.threads // args.num_proc)
     start = time.perf_counter()

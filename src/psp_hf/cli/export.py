@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..errors import PSPInputError
+from ..errors import PSPInputError, os_error_of
 from . import flags
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
     from ..encoder import load
+    from ..io.files import check_writable_parent
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_models import save_model2vec
 
@@ -50,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--output {output}: is a file; psp export writes a model folder, give a folder name")
     if output.exists() and any(output.iterdir()):
         raise PSPInputError(f"--output {output}: exists and is not an empty folder; choose a new one")
+    # The folder is staged beside OUT: its parent must be writable, checked before the model is loaded.
+    check_writable_parent(output, f"--output {output}")
     encoder = load(args.model)
     try:
         check_table_options(args.quantize_to, args.dimensionality, encoder.dim)
@@ -70,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
         if output.exists():
             output.rmdir()  # empty (checked above)
         os.replace(staging, output)
+    except Exception as error:  # a full disk: an OSError, or safetensors' SafetensorError naming the errno
+        failure = os_error_of(error)
+        if failure is None:
+            raise
+        reason = failure.strerror or failure
+        raise PSPInputError(f"--output {output}: cannot write it ({reason}); nothing was written") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("psp export: wrote %s (%.1f MB, %s)", output, folder_megabytes(output), args.format)

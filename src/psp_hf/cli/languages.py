@@ -20,6 +20,7 @@ from ..experiments.languages import (
     REGISTRY_SOURCES,
     Settings,
     build_language,
+    training_arguments,
     write_summary,
 )
 from ..experiments.languages_data import check_data
@@ -97,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the pipeline for every language of --langs; print the summary table."""
+    import math
     import shlex
 
     languages = [code.strip() for code in args.langs.split(",") if code.strip()]
@@ -116,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
         raise PSPInputError(f"--mono-fragments {args.mono_fragments}: give a count of spans, 0 for none")
     if args.dim is not None and args.init_rows_from:
         logger.warning("psp languages: --dim %d is ignored: the models take --init-rows-from's dimension", args.dim)
+    for flag, minutes in (("--minutes", args.minutes), ("--multilingual-minutes", args.multilingual_minutes)):
+        # Named here, before any work: psp train would refuse it only at the first language's training step.
+        if not math.isfinite(minutes) or minutes < 0:
+            raise PSPInputError(f"{flag} must be a number of minutes >= 0 (0: no limit), got {minutes}")
+    try:
+        extra = tuple(shlex.split(args.train_args))
+    except ValueError as error:  # an unbalanced quote
+        raise PSPInputError(f"--train-args {args.train_args!r}: cannot split it into flags ({error})") from None
     out = Path(args.output)
     settings = Settings(
         out=out,
@@ -132,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         registry_sources=kinds,
         tasks=tuple(task.strip() for task in args.tasks.split(",") if task.strip()),
         threads=args.threads,
-        extra=tuple(shlex.split(args.train_args)),
+        extra=extra,
         margin_only=args.margin_only,
         init_rows_from=args.init_rows_from,
         sources=args.sources,
@@ -148,8 +158,9 @@ def run(args: argparse.Namespace) -> int:
         multilingual_epochs=args.multilingual_epochs,
         multilingual_minutes=args.multilingual_minutes,
     )
-    for code in languages:  # a wrong source name or a missing dev set fails before any work
+    for code in languages:  # a wrong source name, a missing dev set or a bad training flag fails before any work
         check_data(code, settings)
+        training_arguments(code, out / code, settings)
     if build_english:
         settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]

@@ -138,8 +138,11 @@ def _run_label(args: argparse.Namespace) -> int:
     if bitext_english(corpus) is not None:
         return _label_bitext(args, corpus)
     if not corpus_file.is_file():
+        # The name given is a mistyped path more often than a place to build a corpus: suggest no -o with it.
+        what = f"a folder without {corpus_file.name}" if corpus.is_dir() else "no such file or folder"
         raise PSPInputError(
-            f"--corpus {corpus}: no distillation corpus there (make one with `psp prepare distill-corpus -o {corpus}`)"
+            f"--corpus {corpus}: no distillation corpus there ({what}); a corpus is a folder: make one with "
+            "`psp prepare distill-corpus -o FOLDER`"
         )
     check_output_folder(Path(args.output), overwrite=True, flag="--output", replaces=False)
     count, total, seconds = label_corpus(

@@ -36,11 +36,27 @@ def shard_done(folder: Path, index: int, fmt: str) -> bool:
     return (folder / f"{shard_stem(index)}.{'parquet' if fmt == 'parquet' else 'npy'}").is_file()
 
 
+def read_json_object(path: Path) -> dict:
+    """The JSON object in `path` (a manifest or an index); an error names the file and what is wrong with it."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise PSPInputError(f"{path}: not readable as JSON ({error})") from None
+    if not isinstance(content, dict):
+        raise PSPInputError(f"{path}: expected a JSON object, found a {type(content).__name__}")
+    return content
+
+
 def check_manifest(folder: Path, settings: dict) -> None:
     """Write the manifest of a new output folder, or check that an existing one was made with `settings`."""
     path = folder / MANIFEST
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            old = read_json_object(path)
+        except PSPInputError as error:
+            if any(folder.glob("shard-*")):  # shards of unknown settings: resuming could mix two kinds
+                raise PSPInputError(f"{error}; the shards beside it cannot be resumed, use another --output") from None
+            old = {}  # nothing embedded yet: the new settings simply apply
         changed = [key for key in SHARD_SETTINGS if old.get(key) != settings.get(key)]
         # With no shard written yet (say the first run named a wrong column) the new settings simply apply.
         if changed and any(folder.glob("shard-*")):
@@ -86,9 +102,18 @@ def read_index(folder: str | Path) -> dict:
         raise PSPInputError(f"{folder}: not a psp embed-dataset output folder (no {MANIFEST})")
     if not (folder / INDEX).is_file():
         raise PSPInputError(f"{folder}: embedding not finished (no {INDEX}); rerun the same psp embed-dataset command")
-    info = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    info.update(json.loads((folder / INDEX).read_text(encoding="utf-8")))
-    check_counts(folder, info)
+    info = read_json_object(folder / MANIFEST)
+    try:
+        index = read_json_object(folder / INDEX)
+    except PSPInputError as error:
+        raise PSPInputError(f"{error}; rerun the same psp embed-dataset command to rewrite it") from None
+    problem = _manifest_problem(info)
+    if problem:
+        raise PSPInputError(f"{folder / MANIFEST}: {problem}; embed into a new folder")
+    problem = _index_problem(index, info["shard_size"])
+    if problem:
+        raise PSPInputError(f"{folder / INDEX}: {problem}; rerun the same psp embed-dataset command to rewrite it")
+    info.update(index)
     missing = [i for i in range(info["shards"]) if not shard_done(folder, i, info["format"])]
     if missing:
         shown = ", ".join(map(str, missing[:10]))
@@ -98,24 +123,61 @@ def read_index(folder: str | Path) -> dict:
     return info
 
 
-def _whole_number(value) -> bool:
+def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def check_counts(folder: Path, info: dict) -> None:
-    """Refuse an index whose counts do not fit its manifest: the shard count is the rows over the shard size,
-    rounded up (a crafted `"shards": 100000000` would otherwise have every shard looked for, for hours)."""
-    rows, shards, size = info.get("rows"), info.get("shards"), info.get("shard_size")
-    if not (_whole_number(rows) and _whole_number(shards) and _whole_number(size) and size >= 1):
+def _manifest_problem(manifest: dict) -> str | None:
+    """What is wrong with a manifest's settings (None when nothing is)."""
+    absent = [key for key in SHARD_SETTINGS if key not in manifest]
+    if absent:
+        return f"lacks {', '.join(absent)}"
+    if manifest["format"] not in ("npy", "parquet"):
+        return f"format {manifest['format']!r} is neither npy nor parquet"
+    for key in ("shard_size", "dim"):
+        if not _count(manifest[key]) or manifest[key] < 1:
+            return f"{key} {manifest[key]!r} is not a positive whole number"
+    if not isinstance(manifest["input"], str):
+        return f"input {manifest['input']!r} is not a name"
+    return None
+
+
+def _index_problem(index: dict, shard_size: int) -> str | None:
+    """What is wrong with an index's counts (None when nothing is)."""
+    for key in ("rows", "shards"):
+        if not _count(index.get(key)):
+            return f"{key} {index.get(key)!r} is not a count"
+    if index["shards"] != -(-index["rows"] // shard_size):  # the shards the rows fill, the last one part full
+        return f"{index['rows']} rows make {-(-index['rows'] // shard_size)} shard(s), not {index['shards']}"
+    return None
+
+
+def _read_shard(stem: Path, fmt: str, dim: int, mmap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`(rows, embeddings)` of one shard; an error names the shard's file and how to embed it again."""
+    redo = f"remove {stem.name}.* and rerun the same psp embed-dataset command to embed it again"
+    path = stem.with_suffix(".parquet") if fmt == "parquet" else Path(f"{stem}.npy")
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
+            embeddings = flat.reshape(len(table), -1).astype(np.float32, copy=False)
+            rows = table.column("row").to_numpy()
+        else:
+            embeddings = np.load(path, mmap_mode="r" if mmap else None)
+            path = Path(f"{stem}.rows.npy")
+            rows = np.load(path)  # allow_pickle stays off: a pickled rows file is refused, never run
+    except (OSError, ValueError, EOFError, KeyError, AttributeError) as error:  # ArrowInvalid is a ValueError
+        raise PSPInputError(f"{path}: shard cannot be read ({type(error).__name__}: {error}); {redo}") from None
+    if embeddings.ndim != 2 or embeddings.shape[1] != dim or rows.ndim != 1 or len(rows) != len(embeddings):
         raise PSPInputError(
-            f"{folder / INDEX}: rows {rows!r}, shards {shards!r} and shard_size {size!r} (in {MANIFEST}) must be "
-            "whole numbers; rerun the psp embed-dataset command into a new folder"
+            f"{path}: shard holds {embeddings.shape} embeddings and {rows.shape} row numbers, expected "
+            f"(n, {dim}) and (n,); {redo}"
         )
-    if shards != -(-rows // size):
-        raise PSPInputError(
-            f"{folder / INDEX}: {shards} shard(s) cannot hold {rows} rows of {size} a shard; the folder is damaged, "
-            "rerun the psp embed-dataset command into a new folder"
-        )
+    if rows.dtype.kind not in "iu":
+        raise PSPInputError(f"{path}: its row numbers are {rows.dtype}, not integers; {redo}")
+    return rows, embeddings
 
 
 def check_shard(stem: Path, index: int, info: dict, rows: np.ndarray, embeddings: np.ndarray) -> None:
@@ -143,18 +205,7 @@ def iter_shards(folder: str | Path, mmap: bool = True):
     info = read_index(folder)
     for index in range(info["shards"]):
         stem = folder / shard_stem(index)
-        if info["format"] == "parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(stem.with_suffix(".parquet"))
-            flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
-            rows, embeddings = (
-                table.column("row").to_numpy(),
-                flat.reshape(len(table), -1).astype(np.float32, copy=False),
-            )
-        else:
-            embeddings = np.load(f"{stem}.npy", mmap_mode="r" if mmap else None)
-            rows = np.load(f"{stem}.rows.npy")
+        rows, embeddings = _read_shard(stem, info["format"], info["dim"], mmap)
         check_shard(stem, index, info, rows, embeddings)
         yield rows, embeddings
 

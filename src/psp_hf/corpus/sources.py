@@ -109,16 +109,21 @@ def _iter_jsonl(path: str, column: str) -> Iterator[str]:
 
 
 def _iter_parquet(path: str, column: str) -> Iterator[str]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    handle = pq.ParquetFile(path)
-    if column not in handle.schema_arrow.names:
-        raise PSPInputError(f"{path}: no column {column!r} (columns: {', '.join(handle.schema_arrow.names)})")
     row = 0
-    for batch in handle.iter_batches(batch_size=65536, columns=[column]):
-        for value in batch.column(0).to_pylist():
-            yield _checked(path, row, column, value)
-            row += 1
+    try:
+        handle = pq.ParquetFile(path)
+        if column not in handle.schema_arrow.names:
+            raise PSPInputError(f"{path}: no column {column!r} (columns: {', '.join(handle.schema_arrow.names)})")
+        for batch in handle.iter_batches(batch_size=65536, columns=[column]):
+            for value in batch.column(0).to_pylist():
+                yield _checked(path, row, column, value)
+                row += 1
+    except (OSError, pa.ArrowException) as error:  # a truncated or garbled file: the footer or a page is unreadable
+        reason = " ".join(str(error).split())  # Arrow's messages may end in a newline
+        raise PSPInputError(f"{path}: not a readable parquet file after {row:,} rows ({reason})") from None
 
 
 def _iter_hub(dataset_id: str, column: str, data_config: str | None, split: str) -> Iterator[str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import PSPInputError
+from ..errors import PSPInputError, os_error_of
 
 STDIN = "-"
 
@@ -276,6 +276,10 @@ def _terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+# Write failures that `output_error` words for the user (others are not about the output and propagate).
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EISDIR)
+
+
 def output_error(path: str | os.PathLike, error: OSError) -> PSPInputError:
     """One clear line for a failed write of `path` (disk full, permission, missing folder)."""
     reasons = {
@@ -480,9 +484,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                     _copy_through(tmp, path)
                 else:
                     os.replace(tmp, path)
-            except OSError as error:
-                if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EISDIR):
-                    raise output_error(path, error) from None
+            except Exception as error:  # an OSError, or the SafetensorError of a full disk under save_file
+                failure = os_error_of(error)
+                if failure is not None and failure.errno in _OUTPUT_ERRNOS:
+                    raise output_error(path, failure) from None
                 raise
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -26,30 +26,59 @@ def iter_line_blocks(path: str | os.PathLike, block_bytes: int = LINE_BLOCK_BYTE
     """
     with open_binary(path) as handle:
         number, rest = 1, b""
-        try:
-            while True:
-                data = handle.read(block_bytes)
-                block = rest + data
-                end = block.rfind(b"\n") + 1 if data else len(block)
-                if not block:
-                    return
-                if not end:  # no newline yet: one long line so far
-                    if len(block) > MAX_LINE_BYTES:
-                        raise PSPInputError(too_long_message(path, number))
-                    rest = block
-                    continue
-                rest = block[end:]
-                body = block[: end - 1 if block[end - 1 : end] == b"\n" else end]
-                # Line count and longest line from the newlines' positions (numpy, not a bytes object per line).
-                bounds = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == _NEWLINE)
-                lengths = np.diff(bounds, prepend=-1, append=len(body)) - 1
-                if lengths.max() > MAX_LINE_BYTES:  # the first line over the bound is the one named
-                    first_too_long = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
-                    raise PSPInputError(too_long_message(path, number + first_too_long))
-                yield number, _decoded_lines(body)
-                number += len(lengths)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-            raise TruncatedInputError(f"{path}:{number}: cannot read further: broken gzip data ({error})") from None
+        while True:
+            data, broken = _read_block(handle, block_bytes)
+            block = rest + data
+            # A broken stream keeps its last, incomplete line back: that line is the one the error names.
+            end = block.rfind(b"\n") + 1 if data or broken else len(block)
+            if not block:
+                if broken:
+                    raise _truncated(path, number, broken)
+                return
+            if not end:  # no newline yet: one long line so far
+                if len(block) > MAX_LINE_BYTES:
+                    raise PSPInputError(too_long_message(path, number))
+                if broken:
+                    raise _truncated(path, number, broken)
+                rest = block
+                continue
+            rest = block[end:]
+            body = block[: end - 1 if block[end - 1 : end] == b"\n" else end]
+            # Line count and longest line from the newlines' positions (numpy, not a bytes object per line).
+            bounds = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == _NEWLINE)
+            lengths = np.diff(bounds, prepend=-1, append=len(body)) - 1
+            if lengths.max() > MAX_LINE_BYTES:  # the first line over the bound is the one named
+                first_too_long = int(np.flatnonzero(lengths > MAX_LINE_BYTES)[0])
+                raise PSPInputError(too_long_message(path, number + first_too_long))
+            yield number, _decoded_lines(body)
+            number += len(lengths)
+            if broken:
+                raise _truncated(path, number, broken)
+
+
+def _truncated(path: str | os.PathLike, number: int, error: BaseException) -> TruncatedInputError:
+    return TruncatedInputError(f"{path}:{number}: cannot read further: broken gzip data ({error})")
+
+
+def _read_block(handle, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to `size` bytes of `handle`, and the error that broke the stream off (None when it did not).
+
+    Read by `read1` calls, one decompressed chunk at a time: a single `read(size)` of a gzip stream that breaks
+    inside the block would drop the whole block with the error, and the error would name the block's first line
+    instead of the line where the data ends.
+    """
+    parts: list[bytes] = []
+    total = 0
+    try:
+        while total < size:
+            chunk = handle.read1(size - total)
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        return b"".join(parts), error
+    return b"".join(parts), None
 
 
 def _decoded_lines(body: bytes) -> list:

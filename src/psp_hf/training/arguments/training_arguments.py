@@ -187,7 +187,8 @@ class TrainingArguments(MultilingualArguments, TeacherArguments, EncoderArgument
     dropout: float = field(
         default=0.0, metadata=setting("dropout on the piece embeddings while training", min=0, below=1)
     )
-    lr: float = field(default=1e-3, metadata=setting("Adam learning rate", above=0))
+    # At most 1e37: Adam's first step is 10 * lr, which must still be a float32 (the weights' type).
+    lr: float = field(default=1e-3, metadata=setting("Adam learning rate", above=0, max=1e37))
     grad_clip: float = field(default=5.0, metadata=setting("clip the global gradient norm to this (0: off)", min=0))
     sparse: str = field(
         default="auto",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import PSPInputError
+from ...errors import PSPInputError, os_error_of
 from ...io.files import atomic_path, follow_umask, read_regular_file
 
 CHECKPOINT_FORMAT = 2
@@ -258,14 +258,16 @@ class CheckpointStore:
                 with atomic_path(self.pointer) as path:
                     path.write_text(json.dumps(pointer) + "\n", encoding="utf-8")
                 self._remove_others(keep=final.name)
-        except (OSError, RuntimeError) as error:
-            # torch's zip writer reports a full disk as a RuntimeError ("... file write failed").
-            if isinstance(error, RuntimeError) and "write" not in str(error).lower():
+        except Exception as error:
+            # torch's zip writer reports a full disk as a RuntimeError ("... file write failed"), safetensors' (the
+            # weights) as a SafetensorError naming the errno.
+            failure = os_error_of(error)
+            if failure is None and not (isinstance(error, RuntimeError) and "write" in str(error).lower()):
                 raise
             kept = f"the previous checkpoint {self.training_dir / self._current_name()} is kept"
             if not self.exists():
                 kept = "no earlier checkpoint exists"
-            reason = getattr(error, "strerror", None) or str(error)
+            reason = (failure.strerror if failure is not None else None) or str(error)
             raise PSPInputError(f"cannot write checkpoint {temporary}: {reason}; {kept}") from None
         finally:
             if is_main:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...errors import PSPInputError
+from ...errors import PSPInputError, os_error_of
 from ...io.files import atomic_path, check_inside
 from ..arguments.training_arguments import PAIRS_ONLY
 from ..reporting.metrics_log import peak_rss_mb
@@ -75,6 +75,15 @@ def write_model_folder(
                 continue
             os.chmod(path, 0o666 & ~umask)  # temp files are private; the model is meant to be shared
             os.replace(path, target)
+    except Exception as error:  # a full disk: an OSError, or safetensors' SafetensorError naming the errno
+        failure = os_error_of(error)
+        if failure is None:
+            raise
+        raise PSPInputError(
+            f"{output_dir}: cannot write the model folder ({failure.strerror or failure}); the trained weights stay "
+            "in the last checkpoint under "
+            f"{output_dir / 'training'}; free some space and rerun the command with --resume to write the folder"
+        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if bar_was_enabled:

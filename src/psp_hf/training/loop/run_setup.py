@@ -286,7 +286,7 @@ class RunSetup:
 
     def _build_model(self, resuming: bool) -> None:
         from ..model.architectures import configure_training_encoder, new_encoder
-        from ..model.setup import initialise, load_or_train_tokenizer
+        from ..model.setup import check_table_fits, initialise, load_or_train_tokenizer
         from ..model.trainable import TrainingEncoder
         from .optimizer import make_optimizers
 
@@ -303,6 +303,7 @@ class RunSetup:
         self.backend = self.tokenizer.backend_tokenizer
         self.backend.no_padding()
         self.backend.no_truncation()
+        check_table_fits(len(self.tokenizer), args.dim, self.accelerator.device)
         encoder = new_encoder(
             args,
             self.tokenizer,

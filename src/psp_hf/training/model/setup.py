@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -92,14 +93,35 @@ def load_or_train_tokenizer(
     return PreTrainedTokenizerFast.from_pretrained(folder)
 
 
+def check_table_fits(vocab_size: int, dim: int, device: torch.device) -> None:
+    """Refuse a table that cannot fit in the device's memory before it is allocated: its float32 weights, their
+    gradient and Adam's two moments (a `--dim 100000000` would otherwise end in an allocator traceback, or in the
+    kernel killing the process)."""
+    need = 4 * 4 * vocab_size * dim
+    if device.type == "cuda":
+        total, where = torch.cuda.get_device_properties(device).total_memory, f"the {device} device"
+    elif device.type == "cpu":
+        total, where = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine"
+    else:  # no portable way to ask (mps shares the machine's memory)
+        return
+    if need > total:
+        raise PSPInputError(
+            f"--dim {dim}: the {vocab_size:,} x {dim:,} table needs about {need / 2**30:,.1f} GiB with its gradient "
+            f"and Adam state; {where} has {total / 2**30:,.1f} GiB in all. Give a smaller --dim"
+        )
+
+
 def _checked_tokenizer(name: str):
     """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
     from transformers import PreTrainedTokenizerFast
 
+    from ...io.files import cannot_be_hub_id
     from ...persistence.model_folder import read_tokenizer
 
     if Path(name).is_dir():
         read_tokenizer(Path(name))  # psp's checked reader: malformed JSON, a tokenizer that panics on text
+    elif not Path(name).exists() and cannot_be_hub_id(name):  # a mistyped local path, not a Hub id to look up
+        raise PSPInputError(f"--tokenizer {name}: no such folder")
     try:
         return PreTrainedTokenizerFast.from_pretrained(name)
     except Exception as error:  # noqa: BLE001 - transformers raises many kinds for a missing or damaged tokenizer
