@@ -8,27 +8,14 @@ import json
 import os
 import shutil
 import threading
-from pathlib import Path
 
 import pytest
-from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
+from fault_helpers import english_pairs, one_error_line, run_cli, small_run
 
 from psp_hf.training.loop.checkpoint import CheckpointStore
 
 # Far longer than either command needs here (a few seconds), far shorter than the hangs they replace.
 PATIENCE_S = 90
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tok")
-    build_tokenizer(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_model(tmp_path_factory.mktemp("m") / "model")
 
 
 def _in_thread(*argv: str) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
+from fault_helpers import english_pairs, one_error_line, run_cli, small_run
 
 from psp_hf.errors import PSPInputError
 from psp_hf.training.loop.checkpoint import CheckpointStore, read_checkpoint_state
@@ -28,18 +28,6 @@ class _Marker:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.path}",))
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tok")
-    build_tokenizer(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_model(tmp_path_factory.mktemp("m") / "model")
 
 
 def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Path]:

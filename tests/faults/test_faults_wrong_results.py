@@ -10,22 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_helpers import build_model, build_tokenizer, english_pairs, one_error_line, run_cli, small_run
+from fault_helpers import english_pairs, one_error_line, run_cli, small_run
 from safetensors.numpy import load_file, save_file
 
 from psp_hf.training.loop.checkpoint import CheckpointStore
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tok")
-    build_tokenizer(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_model(tmp_path_factory.mktemp("m") / "model")
 
 
 @pytest.fixture(scope="module")
