@@ -38,14 +38,14 @@ def test_a_truncated_gz_names_the_line_where_its_data_ends(tmp_path, model):
 
 
 def test_export_into_a_read_only_folder_is_refused_first_naming_the_output(tmp_path, model, monkeypatch):
-    import psp_hf.persistence.static_loading as static_loading
+    import psp_hf.encoder
 
     locked = tmp_path / "locked"
     locked.mkdir()
     # A permission check, not chmod: tests may run as root, who may write anywhere.
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
-    monkeypatch.setattr(static_loading, "load_static_model", lambda *a, **k: pytest.fail("loaded before the check"))
+    monkeypatch.setattr(psp_hf.encoder, "load", lambda *a, **k: pytest.fail("loaded before the check"))
     out = locked / "small"
     code, _, err = run_cli("export", str(model), "-o", str(out), "-q")
     assert code == 2
@@ -81,7 +81,7 @@ def test_an_empty_backtranslation_input_is_named_before_the_output_is_made(tmp_p
     empty = tmp_path / "cs-en.tsv"
     empty.write_text("")
     out = tmp_path / "out"
-    argv = ["backtranslate", str(empty), "--src-lang", "cs", "--model", str(models / "mt"), "--out", str(out)]
+    argv = ["backtranslate", str(empty), "--src-lang", "cs", "--model", str(models / "mt"), "-o", str(out)]
     code, _, err = run_cli(*argv, "--batch-size", "2", "--max-new-tokens", "8", "-q")
     assert code == 2
     line = one_error_line(err)
@@ -103,7 +103,7 @@ def test_a_missing_local_tokenizer_is_called_missing_not_a_bad_repo_id(tmp_path,
     monkeypatch.chdir(tmp_path)
     name = spelling.format(tmp=tmp_path)
     pairs = english_pairs(tmp_path / "pairs.tsv", 20)
-    code, err = train_here(*small_run(pairs, name), "--output-dir", str(tmp_path / "run"))  # spelt as given
+    code, err = train_here(*small_run(pairs, name), "-o", str(tmp_path / "run"))  # spelt as given
     assert code == 2
     line = one_error_line(err)
     assert f"--tokenizer {name}: no such folder" in line and "Repo id" not in line

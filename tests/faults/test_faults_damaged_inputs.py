@@ -120,7 +120,7 @@ def test_an_index_claiming_more_shards_than_its_rows_fill_is_refused(tmp_path, e
 def test_counters_without_stream_positions_are_refused_on_resume(tmp_path, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     out = tmp_path / "run"
-    code, err = train_here(*small_run(pairs, None), "--output-dir", str(out), "--max-steps", "2", "--save-every", "2")
+    code, err = train_here(*small_run(pairs, None), "-o", str(out), "--max-steps", "2", "--save-every", "2")
     assert code == 0, err
     state_file = next((out / "training").glob("checkpoint-*")) / "train_state.json"
     state = json.loads(state_file.read_text())
@@ -128,9 +128,9 @@ def test_counters_without_stream_positions_are_refused_on_resume(tmp_path, train
     state_file.write_text(json.dumps(state))
     pointer = out / "training" / "checkpoint.json"
     pointer.write_text(json.dumps({**json.loads(pointer.read_text()), "finished": False}))
-    code, err = train_here(*small_run(pairs, None), "--output-dir", str(out), "--max-steps", "4", "--resume")
+    code, err = train_here(*small_run(pairs, None), "-o", str(out), "--max-steps", "4", "--resume")
     assert code == 2
-    assert "0 stream position(s) for 1 process(es)" in one_error_line(err)
+    assert "0 stream positions for 1 process(es)" in one_error_line(err)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbled", "not-parquet"])
@@ -158,7 +158,7 @@ def test_a_corrupt_parquet_input_is_one_error_line(tmp_path, model, damage):
 def test_a_learning_rate_past_float32_is_refused_before_training(tmp_path, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 400)  # enough steps for Adam's step size to come down from inf
     out = tmp_path / "run"
-    code, err = train_here(*small_run(pairs, None), "--output-dir", str(out), "--max-steps", "30", "--lr", "1e308")
+    code, err = train_here(*small_run(pairs, None), "-o", str(out), "--max-steps", "30", "--lr", "1e308")
     assert code == 2
     assert "--lr must be <= 1e+37, got 1e+308" in one_error_line(err)
     assert not out.exists()
@@ -167,7 +167,7 @@ def test_a_learning_rate_past_float32_is_refused_before_training(tmp_path, train
 def test_a_table_larger_than_the_memory_is_refused_before_it_is_allocated(tmp_path, train_here):
     pairs = english_pairs(tmp_path / "pairs.tsv", 40)
     # 10^10 dimensions: terabytes for any vocabulary, on any machine (10^8 was the report's, killed for memory).
-    code, err = train_here(*small_run(pairs, None), "--output-dir", str(tmp_path / "run"), "--dim", str(10**10))
+    code, err = train_here(*small_run(pairs, None), "-o", str(tmp_path / "run"), "--dim", str(10**10))
     assert code == 2
     line = one_error_line(err)
     assert f"--dim {10**10}" in line and "GiB" in line and "Give a smaller --dim" in line

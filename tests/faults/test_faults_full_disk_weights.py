@@ -35,7 +35,7 @@ def _fill_the_disk(monkeypatch, when) -> None:
 
 def _train(tmp_path: Path, out: Path) -> tuple[int, str]:
     pairs = english_pairs(tmp_path / "pairs.tsv", 200)
-    code, _, err = run_cli("train", *small_run(pairs, None), "--output-dir", str(out), "--max-steps", "6",
+    code, _, err = run_cli("train", *small_run(pairs, None), "-o", str(out), "--max-steps", "6",
                            "--save-every", "2")  # fmt: skip
     return code, err
 
@@ -74,7 +74,7 @@ def test_a_full_disk_at_the_final_export_is_one_error_line_and_resume_writes_the
     assert not list(out.glob(".export-*")) and not (out / "model.safetensors").exists()
     monkeypatch.undo()  # space freed: the rerun the message suggests writes the folder
     pairs = tmp_path / "pairs.tsv"
-    code, _, err = run_cli("train", *small_run(pairs, None), "--output-dir", str(out), "--max-steps", "6",
+    code, _, err = run_cli("train", *small_run(pairs, None), "-o", str(out), "--max-steps", "6",
                            "--save-every", "2", "--resume")  # fmt: skip
     assert code == 0, err
     assert (out / "model.safetensors").is_file()
