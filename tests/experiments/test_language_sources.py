@@ -14,6 +14,7 @@ from psp_hf.data.sources.language_sources import (
     BITEXT_SOURCES,
     DEV_SOURCE,
     MONO_SOURCES,
+    XNLI_DEV,
     bitext_sources,
     mono_sources,
     prepare_mono,
@@ -24,6 +25,7 @@ from psp_hf.errors import PSPInputError
 
 DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")).resolve()
 PUD_PAIR = ("der hund schläft im park", "the dog sleeps in the park")
+XNLI_PAIR = ("magst du kaffee am morgen", "do you like coffee in the morning")
 TATOEBA = ("ich habe hunger", "i am hungry")
 
 
@@ -50,8 +52,10 @@ def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
     _gz(root / "bitext/docs/gnome-user-docs/de-en.tsv.gz", "de\ten\n" + rows.splitlines()[0] + "\n")
     _gz(root / "bitext/mlqe-pe/de-en.tsv.gz", f"de\ten\n{rows}")
     _gz(root / "bitext/ud-pud/de-en.tsv.gz", "de\ten\n" + "\t".join(PUD_PAIR) + "\n")
+    _gz(root / "bitext/everyday/xnli/dev/de-en.tsv.gz", "de\ten\n" + "\t".join(XNLI_PAIR) + "\n")
     mono = [f"satz nummer {i} ist hier" for i in range(30)]
-    _gz(root / "unlabeled/de/commonvoice/sentences.txt.gz", "\n".join([*mono, PUD_PAIR[0], "Ich habe Hunger!"]) + "\n")
+    texts = [*mono, PUD_PAIR[0], "Ich habe Hunger!", XNLI_PAIR[0].capitalize() + "?"]
+    _gz(root / "unlabeled/de/commonvoice/sentences.txt.gz", "\n".join(texts) + "\n")
     _gz(root / "unlabeled/de/fortunes/sentences.txt.gz", "\n".join([mono[0], "ein spruch", "x " * 150]) + "\n")
     _gz(root / "unlabeled/ar/saudinewsnet/sentences.txt.gz", "خبر\n")
     _gz(root / "unlabeled/arz/wikipedia/sentences.txt.gz", "مقالة\n")
@@ -69,8 +73,8 @@ def test_sources_are_chosen_and_weighted_by_name():
     assert [s.name for s, _ in bitext_sources("ar")] == ["multi30k-nllb"]
     chosen = dict((s.name, w) for s, w in bitext_sources("de", "default,mlqe-pe=0.5,python-docs,wmt-news=0"))
     assert chosen == {"multi30k": 1.0, "mlqe-pe": 0.5}  # python-docs has no German; weight 0 leaves a source out
-    assert {s.name for s, _ in bitext_sources("fr", "all")} == {
-        name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages
+    assert {s.name for s, _ in bitext_sources("fr", "all")} == {  # all: every source but the non-commercial ones
+        name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages and not source.non_commercial
     }
     assert "ud-pud" not in BITEXT_SOURCES  # the dev set is no training source
     with pytest.raises(PSPInputError, match="--sources: no source europarl"):
@@ -111,7 +115,8 @@ def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_p
     with gzip.open(tmp_path / "mono" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
         sentences = handle.read().splitlines()
     commonvoice, fortunes = report["sources"]["commonvoice"], report["sources"]["fortunes"]
-    assert commonvoice["evaluation"] == 2  # the PUD sentence and Tatoeba's (normalised: case, punctuation)
+    # The PUD sentence, the XNLI dev one and Tatoeba's (normalised: case, punctuation): dev sets are never training text.
+    assert commonvoice["evaluation"] == 3
     assert PUD_PAIR[0] not in sentences and "Ich habe Hunger!" not in sentences
     assert commonvoice["kept"] == 20 and fortunes == {**fortunes, "duplicates": 1, "too_long": 1, "kept": 1}
     english = report["sources"]["en-wikipedia"]  # part of every language's default text; Tatoeba's English out
@@ -206,7 +211,11 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
     arguments = training_arguments("de", folder, settings)
-    assert arguments.dev_bitext == str(data / DEV_SOURCE.pattern.format(xx="de"))
+    # The default dev sets: PUD and XNLI's dev split, both files (a checkpoint scored by the mean of the two).
+    assert arguments.dev_bitext == [
+        str(data / DEV_SOURCE.pattern.format(xx="de")),
+        str(data / XNLI_DEV.pattern.format(xx="de")),
+    ]
     assert arguments.bitext_targets == "both" and arguments.mono_data
     monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
     assert _train("de", folder, settings)["steps"] == 4

@@ -106,7 +106,8 @@ def mono_text(folder: Path) -> list[str]:
 
 def multilingual_training_values(code: str, folder: Path, settings) -> dict:
     """The training settings for the dev set, the bitext targets and the monolingual text."""
-    values: dict = {"dev_bitext": [str(path) for path in dev_files(settings.data, code, settings.dev)]}
+    # The paths only: check_data checked them before any work (p-sp-multilingual sets its own).
+    values: dict = {"dev_bitext": [str(source.path(settings.data, code)) for source in dev_sets(settings.dev)]}
     if settings.margin_only:
         return values
     values["bitext_targets"] = settings.bitext_targets
