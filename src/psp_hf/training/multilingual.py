@@ -151,6 +151,8 @@ def validate_multilingual(args) -> None:
     for path in args.mono_data:
         if not Path(path).is_file():
             raise PSPInputError(f"--mono-data {path}: no such file")
+    if isinstance(args.dev_bitext, str):  # one file, as settings written before several dev sets give it
+        args.dev_bitext = [args.dev_bitext]
     if args.dev_bitext:
         for path in args.dev_bitext:
             if not Path(path).is_file():

@@ -165,8 +165,8 @@ BITEXT_SOURCES = {
             default=False,
             group=EVERYDAY,
         ),
-        # Opt-in only: non-commercial licences. Named alone and with --non-commercial; never in `default`, `all`
-        # or `everyday`.
+        # Opt-in only: non-commercial licences. Only with --non-commercial (named, or `all`); never in `default` or
+        # `everyday`.
         Source(
             "xnli-test",
             "bitext/everyday/xnli/test/{xx}-en.tsv.gz",
