@@ -49,9 +49,15 @@ def add_language_commands(prepare: flags.Parser) -> None:
         "licences, counts): psp train --mono-data reads it.",
     )
     mono.add_argument("--lang", required=True, help="the language (ar, de, es, fr, ru, tr, zh)")
-    mono.add_argument("--sources", default="default", help="NAME or NAME=FRACTION, comma-separated: default, all")
+    mono.add_argument(
+        "--sources",
+        default="default",
+        help="NAME or NAME=FRACTION, comma-separated: default, all, everyday (zh: dialogue), or a source's name",
+    )
     mono.add_argument("--limit", type=positive_int, default=50_000, help="sentences per source (50,000)")
-    mono.add_argument("--non-commercial", action="store_true", help="allow non-commercial sources (ar: saudinewsnet)")
+    mono.add_argument(
+        "--non-commercial", action="store_true", help="allow the non-commercial sources (ar: saudinewsnet)"
+    )
     for parser in (bitext, mono):
         flags.add_output(parser, required=True, help="output folder")
         parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
