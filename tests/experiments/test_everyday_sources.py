@@ -239,3 +239,20 @@ def test_psp_languages_with_no_flags_is_the_recipe():
     changed = parser.parse_args(["--sources", "default,everyday", "--dev", "pud", "--minutes", "3"])
     assert recipe_changes(changed) == ("--sources default,everyday", "--dev pud")  # budgets are not changes
     assert Settings(out=Path("o"), data=Path("d")).dev == "pud+xnli" == RECIPE["dev"]
+
+
+def test_the_card_names_the_recipe_and_the_two_dev_sets():
+    from psp_hf.experiments.languages import recipe_description
+    from psp_hf.hub.card import render_model_card
+    from psp_hf.modeling.configuration_psp import PSPConfig
+
+    run = {
+        "lang": "tr",
+        "dev": "auto",
+        "dev_bitext": ["data/bitext/ud-pud/tr-en.tsv.gz", "data/bitext/everyday/xnli/dev/tr-en.tsv.gz"],
+        "recipe": recipe_description(("--sources default,everyday",)),
+    }
+    card = render_model_card(PSPConfig(vocab_size=10, hidden_size=4), "tr", training_info=run)
+    assert "| dev set | bitext (the dev pairs below, the mean of their mining accuracies) |" in card
+    assert "measured recipe (RECIPE in psp_hf.experiments.languages), changed: --sources default,everyday" in card
+    assert recipe_description(()).endswith("), unchanged")
