@@ -163,8 +163,7 @@ def run(args: argparse.Namespace) -> int:
     for code in languages:  # a wrong source name or a missing dev set fails before any work
         check_data(code, settings)
     if build_english:
-        sentences = args.english_sentences or ENGLISH_SENTENCES
-        settings.init_rows_from = str(english_student(settings, sentences=sentences))
+        settings.init_rows_from = str(english_student(settings))
     rows = [build_language(code, settings) for code in languages]
     multilingual = build_multilingual(languages, settings) if args.multilingual else None
     print(write_summary(out, rows, multilingual))
