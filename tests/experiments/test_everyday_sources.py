@@ -238,6 +238,8 @@ def test_psp_languages_with_no_flags_is_the_recipe():
     assert recipe_changes(args) == ()  # the card then says the recipe is unchanged
     changed = parser.parse_args(["--sources", "default,everyday", "--dev", "pud", "--minutes", "3"])
     assert recipe_changes(changed) == ("--sources default,everyday", "--dev pud")  # budgets are not changes
+    smaller = parser.parse_args(["--english-sentences", "20000", "--mono-fragments", "5000"])
+    assert recipe_changes(smaller) == ("--mono-fragments 5000", "--english-sentences 20000")
     assert Settings(out=Path("o"), data=Path("d")).dev == "pud+xnli" == RECIPE["dev"]
 
 

@@ -80,6 +80,8 @@ RECIPE: dict[str, object] = {
     "sources": "default",
     "mono_sources": "auto",
     "mono_limit": 50_000,
+    "mono_fragments": None,  # the language's default (data/sources/fragments.py: 50,000 in ar, tr and zh)
+    "english_sentences": None,  # the English student's labels: english_rows.ENGLISH_SENTENCES (300,000)
     "registry_limit": 50_000,
     "bitext_targets": "auto",
     "mono_weight": MONO_WEIGHT,
