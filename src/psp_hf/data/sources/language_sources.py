@@ -8,7 +8,7 @@ Every source is one entry of a table (name, where it lies under the data folder,
                                                    storybooks, diabla, xpersona) the language has
     --mono-sources default                         monolingual text of the language (every default source)
     --non-commercial                               lets the non-commercial sources in (saudinewsnet, xnli-test,
-                                                   allset-grammar): named, and only with this flag
+                                                   allset-grammar; named, or by `all`): never without this flag
 
 A weight W in (0, 1] keeps that fraction of a source, drawn evenly over it (seeded by its name); 0 leaves it out.
 (More than 1 is refused: the preparation drops exact duplicate pairs, so a repeated source would not count more.)
