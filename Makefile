@@ -149,38 +149,26 @@ registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedi
 # Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under
 # $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
 # $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
-# The recipe measured best (results/languages.md, "The default build"): e5-small as the teacher (bitext and the
-# languages' monolingual text, 50,000 short spans of it in ar, tr and zh, and 50,000 English Wikipedia sentences
-# at weight 1, labels whitened), each table's shared pieces started from an English student of e5's whitened
-# "query: " labels, built first in $(LANGUAGES_DIR)/english; SIF piece weights, a margin of 0.6 (0.4 in es and fr);
-# zh's vocabulary folds Traditional characters into Simplified ones. CPU budget on 2 cores, labelling included: the
-# English student's labels about 16 minutes (300,000 sentences) and its training 2; e5's labels of the seven languages' text
-# (about 1.3M sentences, and the English text once: about 4 minutes) 1-1.5 hours (a rerun pays nothing:
-# TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of training at most (5 epochs end most languages
-# first, in 3-7 minutes), 40-80 s of preparing and seconds of evaluation. On a GPU the labelling takes minutes
-# (docs/languages-multilingual.md).
-# LANGUAGE_TEACHER=default brings back all-MiniLM-L6-v2, whose English rows come from `make distill`'s student.
+# The recipe is `psp languages`' own (RECIPE in src/psp_hf/experiments/languages.py, measured in results/languages.md,
+# "The default build"; docs/languages.md): e5-small as the teacher, each table's shared pieces started from an English
+# student of e5 built first in $(LANGUAGES_DIR)/english, SIF piece weights, a margin of 0.6 (0.4 in es and fr), at most
+# 5 epochs, checkpoints chosen on PUD and XNLI's dev split. This target passes only paths and budgets; recipe changes
+# go in LANGUAGE_FLAGS (e.g. LANGUAGE_FLAGS="--sources default,everyday"), and the card records them.
+# CPU budget on 2 cores, labelling included: the English student's labels about 16 minutes (300,000 sentences) and
+# its training 2; e5's labels of the seven languages' text (about 1.3M sentences, and the English text once: about
+# 4 minutes) 1-1.5 hours (a rerun pays nothing: TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of
+# training at most (5 epochs end most languages first, in 3-7 minutes), 40-80 s of preparing and a minute or two of
+# evaluation. On a GPU the labelling takes minutes (docs/languages-multilingual.md).
 LANGUAGES ?= ar de es fr ru tr zh
 LANGUAGES_DIR ?= .cache/languages
 LANGUAGE_MINUTES ?= 20
-LANGUAGE_EPOCHS ?= 5
-LANGUAGE_DIM ?= 1024
 LANGUAGE_THREADS ?= 2
-LANGUAGE_TEACHER ?= e5-small
-TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache$(if $(filter default,$(LANGUAGE_TEACHER)),,-$(LANGUAGE_TEACHER))
-# The English model whose rows start the pieces each language shares with it (and whose width the models take).
-# With e5-small: e5-student, the English student of e5 built in $(LANGUAGES_DIR)/english. With all-MiniLM-L6-v2:
-# `make distill`'s combined student when it has been built; it keeps English STS12-16 1.0-2.3 points below that
-# student instead of 5-11 (results/languages.md); without it the tables start random at LANGUAGE_DIM.
-ENGLISH_MODEL ?= $(if $(filter e5-small%,$(LANGUAGE_TEACHER)),e5-student,$(patsubst \
-	%/model.safetensors,%,$(wildcard $(DISTILL)/m-combined/model.safetensors)))
+TEACHER_CACHE ?= $(LANGUAGES_DIR)/teacher-cache-e5-small
 LANGUAGE_FLAGS ?=
 
 languages: venv registry-bitext registry-text
 	$(PSP) languages --langs "$(subst $(space),$(comma),$(strip $(LANGUAGES)))" -o $(LANGUAGES_DIR) \
-		--teacher $(LANGUAGE_TEACHER) --teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) \
-		--epochs $(LANGUAGE_EPOCHS) --threads $(LANGUAGE_THREADS) \
-		$(if $(ENGLISH_MODEL),--init-rows-from $(ENGLISH_MODEL),--dim $(LANGUAGE_DIM)) $(LANGUAGE_FLAGS)
+		--teacher-cache $(TEACHER_CACHE) --minutes $(LANGUAGE_MINUTES) --threads $(LANGUAGE_THREADS) $(LANGUAGE_FLAGS)
 
 # Issue 31's optional item: the seven languages as `make languages` builds them (done steps are skipped), then one
 # model for all of them, $(LANGUAGES_DIR)/multilingual/model (p-sp-multilingual), from their prepared text and

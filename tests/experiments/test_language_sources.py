@@ -8,12 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
+from language_data import PUD_PAIR, _gz, tiny_data_folder
 from toy_bitext import make_bitext
 
 from psp_hf.data.sources.language_sources import (
     BITEXT_SOURCES,
     DEV_SOURCE,
     MONO_SOURCES,
+    XNLI_DEV,
     bitext_sources,
     mono_sources,
     prepare_mono,
@@ -23,45 +25,6 @@ from psp_hf.data.sources.language_sources import (
 from psp_hf.errors import PSPInputError
 
 DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")).resolve()
-PUD_PAIR = ("der hund schläft im park", "the dog sleeps in the park")
-TATOEBA = ("ich habe hunger", "i am hungry")
-
-
-def _gz(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
-    """A data folder in PSP_DATA's layout: empty evaluation sets but Tatoeba, and de/ar sources of every kind."""
-    from psp_hf.data.distill_corpus import STS_YEARS
-
-    for folder in [f"sts/en/{year}" for year in STS_YEARS] + ["sts/sts17"]:
-        (root / folder).mkdir(parents=True)
-    for folder in ("sts/stsbenchmark", "sts/sick", "paraphrase/en/mrpc", "senteval"):
-        (root / folder).mkdir(parents=True)
-    (root / "tatoeba" / "v1").mkdir(parents=True)
-    (root / "tatoeba/v1/tatoeba.deu-eng.deu").write_text(TATOEBA[0] + "\n", encoding="utf-8")
-    (root / "tatoeba/v1/tatoeba.deu-eng.eng").write_text(TATOEBA[1] + "\n", encoding="utf-8")
-    rows = "".join(f"{a}\t{b}\n" for a, b in pairs)
-    _gz(root / "bitext/multi30k/de-en/train.tsv.gz", f"de\ten\n{rows}" + "\t".join(PUD_PAIR) + "\n")
-    _gz(root / "bitext/wmt-news/de-en.tsv.gz", "testset\tde\ten\n" + "".join(f"nt\t{a}\t{b}\n" for a, b in pairs[:40]))
-    _gz(root / "bitext/docs/gnome-user-docs/de-en.tsv.gz", "de\ten\n" + rows.splitlines()[0] + "\n")
-    _gz(root / "bitext/mlqe-pe/de-en.tsv.gz", f"de\ten\n{rows}")
-    _gz(root / "bitext/ud-pud/de-en.tsv.gz", "de\ten\n" + "\t".join(PUD_PAIR) + "\n")
-    mono = [f"satz nummer {i} ist hier" for i in range(30)]
-    _gz(root / "unlabeled/de/commonvoice/sentences.txt.gz", "\n".join([*mono, PUD_PAIR[0], "Ich habe Hunger!"]) + "\n")
-    _gz(root / "unlabeled/de/fortunes/sentences.txt.gz", "\n".join([mono[0], "ein spruch", "x " * 150]) + "\n")
-    _gz(root / "unlabeled/ar/saudinewsnet/sentences.txt.gz", "خبر\n")
-    _gz(root / "unlabeled/arz/wikipedia/sentences.txt.gz", "مقالة\n")
-    english = [
-        f"the english sentence number {i} is long enough to pass one hundred characters in all, counted by hand, "
-        "with a few more words."
-        for i in range(4)
-    ]
-    _gz(root / "unlabeled/en/wikipedia-2015/sentences.txt.gz", "\n".join([*english, "I am hungry."]) + "\n")
-    return root
 
 
 def test_sources_are_chosen_and_weighted_by_name():
@@ -69,8 +32,8 @@ def test_sources_are_chosen_and_weighted_by_name():
     assert [s.name for s, _ in bitext_sources("ar")] == ["multi30k-nllb"]
     chosen = dict((s.name, w) for s, w in bitext_sources("de", "default,mlqe-pe=0.5,python-docs,wmt-news=0"))
     assert chosen == {"multi30k": 1.0, "mlqe-pe": 0.5}  # python-docs has no German; weight 0 leaves a source out
-    assert {s.name for s, _ in bitext_sources("fr", "all")} == {
-        name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages
+    assert {s.name for s, _ in bitext_sources("fr", "all")} == {  # all: every source but the non-commercial ones
+        name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages and not source.non_commercial
     }
     assert "ud-pud" not in BITEXT_SOURCES  # the dev set is no training source
     with pytest.raises(PSPInputError, match="--sources: no source europarl"):
@@ -111,7 +74,9 @@ def test_mono_text_drops_evaluation_and_pud_sentences_and_records_licences(tmp_p
     with gzip.open(tmp_path / "mono" / "sentences.txt.gz", "rt", encoding="utf-8") as handle:
         sentences = handle.read().splitlines()
     commonvoice, fortunes = report["sources"]["commonvoice"], report["sources"]["fortunes"]
-    assert commonvoice["evaluation"] == 2  # the PUD sentence and Tatoeba's (normalised: case, punctuation)
+    # The PUD sentence, the XNLI dev one and Tatoeba's (normalised: case, punctuation): dev sets are never training
+    # text.
+    assert commonvoice["evaluation"] == 3
     assert PUD_PAIR[0] not in sentences and "Ich habe Hunger!" not in sentences
     assert commonvoice["kept"] == 20 and fortunes == {**fortunes, "duplicates": 1, "too_long": 1, "kept": 1}
     english = report["sources"]["en-wikipedia"]  # part of every language's default text; Tatoeba's English out
@@ -206,7 +171,11 @@ def test_languages_prepares_mono_text_labels_every_side_and_trains_on_pud_dev(tm
     labelled = _label("de", folder, settings)
     assert labelled["labelled_now"] == labelled["sentences"] > 2 * len(pairs)  # both sides and the mono text
     arguments = training_arguments("de", folder, settings)
-    assert arguments.dev_bitext == str(data / DEV_SOURCE.pattern.format(xx="de"))
+    # The default dev sets: PUD and XNLI's dev split, both files (a checkpoint scored by the mean of the two).
+    assert arguments.dev_bitext == [
+        str(data / DEV_SOURCE.pattern.format(xx="de")),
+        str(data / XNLI_DEV.pattern.format(xx="de")),
+    ]
     assert arguments.bitext_targets == "both" and arguments.mono_data
     monkeypatch.setattr("psp_hf.teachers.labels.labelling_teacher", lambda *a, **k: 1 / 0)  # all cached now
     assert _train("de", folder, settings)["steps"] == 4

@@ -93,13 +93,15 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
 
 @pytest.fixture
 def pud_files(tmp_path):
-    """Empty PUD dev files where a data folder at tmp_path keeps them: training settings check the dev set exists."""
-    from psp_hf.data.sources.language_sources import DEV_SOURCE
+    """Empty PUD and XNLI dev files where a data folder at tmp_path keeps them: training settings check the dev
+    sets exist."""
+    from psp_hf.data.sources.language_sources import DEV_SOURCE, XNLI_DEV
 
     for code in ("ar", "de", "fr", "tr"):
-        path = DEV_SOURCE.path(tmp_path, code)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+        for source in (DEV_SOURCE, XNLI_DEV):
+            path = source.path(tmp_path, code)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
     return tmp_path
 
 
@@ -133,7 +135,9 @@ def test_an_e5_teacher_is_whitened_unless_train_args_say_otherwise(tmp_path, pud
 
     e5 = training_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path, teacher="e5-small"))
     assert e5.teacher_transform == "whiten"
-    assert training_arguments("tr", tmp_path / "tr", Settings(out=tmp_path, data=tmp_path)).teacher_transform == "none"
+    minilm = Settings(out=tmp_path, data=tmp_path, teacher="default")  # all-MiniLM-L6-v2: its labels as they come
+    assert training_arguments("tr", tmp_path / "tr", minilm).teacher_transform == "none"
+    assert Settings(out=tmp_path, data=tmp_path).teacher == "e5-small"  # the recipe's teacher by default
     asked = Settings(out=tmp_path, data=tmp_path, teacher="e5-small", extra=("--teacher-transform", "center"))
     assert training_arguments("tr", tmp_path / "tr", asked).teacher_transform == "center"
 

@@ -34,8 +34,8 @@ def _language(out: Path, code: str, pairs: list[tuple[str, str]], mono: list[str
 
 @pytest.fixture
 def two_languages(tmp_path):
-    """de and fr prepared under tmp_path/out, and a data folder with their PUD dev pairs."""
-    from psp_hf.data.sources.language_sources import DEV_SOURCE
+    """de and fr prepared under tmp_path/out, and a data folder with their PUD and XNLI dev pairs."""
+    from psp_hf.data.sources.language_sources import DEV_SOURCE, XNLI_DEV
 
     out, data = tmp_path / "out", tmp_path / "data"
     words = ["hund", "katze", "haus", "baum", "auto", "see", "berg", "stadt"]
@@ -49,6 +49,9 @@ def two_languages(tmp_path):
     for code in ("de", "fr"):
         rows = [f"{code} satz {i}\t{english}" for i, english in enumerate(english_dev)]
         _gz(DEV_SOURCE.path(data, code), f"{code}\ten", rows)
+        # XNLI's files are sorted by their X side, so pairs are not in the same order in every language.
+        rows = [f"{code} kurz {i}\tshort {i}" for i in range(4)]
+        _gz(XNLI_DEV.path(data, code), f"{code}\ten", rows if code == "de" else rows[::-1])
     return out, data
 
 
@@ -82,6 +85,9 @@ def test_prepare_puts_every_language_in_one_column_with_one_vocabulary(two_langu
     expected = ["de satz 0", "fr satz 1", "de satz 2", "fr satz 3", "de satz 4"]
     assert [line.split("\t")[0] for line in lines[1:]] == expected
     assert len({line.split("\t")[1] for line in lines[1:]}) == 5
+    # XNLI's dev split too, paired by English sentence (its files are in a different order in each language).
+    lines = (folder / "dev-xnli-dev.tsv").read_text(encoding="utf-8").splitlines()
+    assert lines[1:] == ["de kurz 0\tshort 0", "fr kurz 1\tshort 1", "de kurz 2\tshort 2", "fr kurz 3\tshort 3"]
 
 
 def test_prepare_refuses_a_language_that_is_not_prepared(two_languages):
@@ -107,12 +113,14 @@ def test_training_takes_the_multilingual_data_dev_set_epochs_and_minutes(two_lan
     _prepare(["de", "fr"], folder, settings)
     arguments = multilingual_arguments(folder, settings)
     assert arguments.lang == "mul" and arguments.data == [str(folder / "data")]
-    assert arguments.dev_bitext == str(folder / DEV_FILE)
+    assert arguments.dev_bitext == [str(folder / DEV_FILE), str(folder / "dev-xnli-dev.tsv")]
+    only_pud = multilingual_arguments(folder, Settings(out=out, data=data, dev="pud"))
+    assert only_pud.dev_bitext == [str(folder / DEV_FILE)]
     assert (arguments.epochs, arguments.max_minutes, arguments.seed, arguments.vocab_size) == (2, 7.5, 3, 80)
     assert arguments.piece_weights == "sif"  # the seven's recipe, which its dev sets chose too
     assert arguments.margin == 0.6
     held_back = multilingual_arguments(folder, Settings(out=out, data=data, dev="bitext"))
-    assert held_back.dev_bitext is None
+    assert held_back.dev_bitext == []
 
 
 def test_the_card_lists_the_eight_languages_and_the_papers_seven_models():

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `psp eval` (also used by `eval.py`)."""
     from ..evaluation.data import STS17_DEFAULT_PAIRS, STS17_FILES, TATOEBA_DEFAULT_LANGUAGES
-    from ..evaluation.tasks import ALL_TASKS, TASK_GROUPS
+    from ..evaluation.task_names import KNOWN_TASKS, TASK_GROUPS
 
     parser.add_argument(
         "-m",
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=["all"],
         metavar="TASK",
-        help=f"tasks or groups (default: all). Tasks: {', '.join(ALL_TASKS)}. Groups: {', '.join(TASK_GROUPS)}",
+        help=f"tasks or groups (default: all). Tasks: {', '.join(KNOWN_TASKS)}. Groups: {', '.join(TASK_GROUPS)}",
     )
     flags.add_data_dir(
         parser,

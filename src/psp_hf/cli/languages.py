@@ -7,16 +7,19 @@ import logging
 from pathlib import Path
 
 from ..data.sources.fragments import FRAGMENT_LANGUAGES, FRAGMENTS
-from ..data.sources.language_sources import BITEXT_SOURCES
+from ..data.sources.language_sources import BITEXT_SOURCES, DEV_SETS, EVERYDAY
 from ..data_folder import data_dir
 from ..errors import PSPInputError
 from ..experiments.english_rows import E5_STUDENT, ENGLISH_SENTENCES, english_student
 from ..experiments.languages import (
+    DEFAULT_MINUTES,
+    DEV_TASKS,
     ENGLISH_TASKS,
     LANGUAGES,
     MULTILINGUAL_EPOCHS,
     MULTILINGUAL_MINUTES,
     MULTILINGUAL_VOCAB_SIZE,
+    RECIPE,
     REGISTRY_SOURCES,
     Settings,
     build_language,
@@ -44,29 +47,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_data_dir(parser)
     parser.add_argument(
         "--teacher",
-        default="default",
-        help="teacher: folder, Hub id, e5-small, e5-small-query, use-multilingual, e5-small+use-multilingual "
-        "(default MiniLM)",
+        default=RECIPE["teacher"],
+        help="teacher: folder, Hub id, e5-small, e5-small-query, use-multilingual, e5-small+use-multilingual, "
+        f"default (all-MiniLM-L6-v2) (default {RECIPE['teacher']}: the measured recipe)",
     )
     parser.add_argument("--teacher-cache", default=None, help="teacher cache folder (default OUT/teacher-cache)")
-    parser.add_argument("--minutes", type=float, default=20.0, help="training minutes per language (default 20)")
-    parser.add_argument("--epochs", type=int, default=5, help="at most this many epochs (default 5)")
     parser.add_argument(
-        "--dim",
-        type=int,
-        default=None,
-        help="embedding dimension of a model trained from scratch (default 1024); a model started from "
-        "--init-rows-from has that model's dimension, and --dim is then ignored (with a warning)",
+        "--minutes",
+        type=float,
+        default=DEFAULT_MINUTES,
+        help=f"training minutes per language at most (default {DEFAULT_MINUTES:g})",
     )
     parser.add_argument(
-        "--vocab-size", type=int, default=50_000, help="sentencepiece vocabulary of each language's data (50,000)"
+        "--epochs", type=int, default=RECIPE["epochs"], help=f"at most this many epochs (default {RECIPE['epochs']})"
+    )
+    parser.add_argument("--dim", type=int, default=RECIPE["dim"], help="width without --init-rows-from (default 1024)")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=RECIPE["vocab_size"],
+        help=f"sentencepiece vocabulary of each language's data (default {RECIPE['vocab_size']:,})",
     )
     parser.add_argument("--limit", type=int, default=None, help="read at most this many pairs per language")
     parser.add_argument("--no-registry", dest="registry", action="store_false", help="no Debian registry pairs")
     parser.add_argument(
         "--registry-limit",
         type=int,
-        default=50_000,
+        default=RECIPE["registry_limit"],
         help="pairs per registry source, sampled evenly from a larger one (50,000)",
     )
     parser.add_argument(
@@ -74,7 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(REGISTRY_SOURCES),
         help=f"which registry sources, comma-separated (default: all of {', '.join(REGISTRY_SOURCES)})",
     )
-    parser.add_argument("--tasks", default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS)), help="evaluation tasks")
+    parser.add_argument(
+        "--tasks",
+        default=",".join(("tatoeba", "sts17", *ENGLISH_TASKS, *DEV_TASKS)),
+        help="evaluation tasks (the dev sets xnli-dev and pud-dev are scored beside the tests, never chosen on)",
+    )
     flags.add_threads(parser, "torch threads")
     parser.add_argument(
         "--margin-only",
@@ -83,13 +94,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--init-rows-from",
-        default=None,
+        default="auto",
         metavar="MODEL",
         help="an English psp model (e.g. `make distill`'s): the rows of the pieces its vocabulary shares with each "
         "language's start from it, and the width is its own (--dim is then ignored); "
         f"{E5_STUDENT}: build (once, in OUT/english) an English student of e5-small's whitened 'query: ' labels "
         f"of {ENGLISH_SENTENCES:,} corpus sentences and start from it: the rows measured best with --teacher "
-        "e5-small",
+        f"e5-small; none: random rows of --dim; auto (default): {E5_STUDENT} with an e5-small teacher, none "
+        "otherwise and with --margin-only",
+    )
+    parser.add_argument(
+        "--english-sentences",
+        type=int,
+        default=None,
+        help=f"the labelling budget of the {E5_STUDENT} English student: corpus sentences labelled "
+        f"(default {ENGLISH_SENTENCES:,}; fewer only for a quicker, weaker build)",
     )
     _add_data_arguments(parser)
     _add_multilingual_arguments(parser)
@@ -111,13 +130,12 @@ def run(args: argparse.Namespace) -> int:
     if not kinds or set(kinds) - set(REGISTRY_SOURCES):
         known = ", ".join(REGISTRY_SOURCES)
         raise PSPInputError(f"--registry-sources {args.registry_sources!r}: give one or more of {known}")
-    build_english = args.init_rows_from == E5_STUDENT  # a name, as --teacher's are: never a folder of that name
-    if args.init_rows_from and not build_english and not (Path(args.init_rows_from) / "config.json").is_file():
+    init_rows_from = resolve_init_rows(args.init_rows_from, args.teacher, args.margin_only)
+    build_english = init_rows_from == E5_STUDENT  # a name, as --teacher's are: never a folder of that name
+    if init_rows_from and not build_english and not (Path(args.init_rows_from) / "config.json").is_file():
         raise PSPInputError(f"--init-rows-from {args.init_rows_from}: not a model folder (no config.json)")
     if args.mono_fragments is not None and args.mono_fragments < 0:
         raise PSPInputError(f"--mono-fragments {args.mono_fragments}: give a count of spans, 0 for none")
-    if args.dim is not None and args.init_rows_from:
-        logger.warning("psp languages: --dim %d is ignored: the models take --init-rows-from's dimension", args.dim)
     for flag, minutes in (("--minutes", args.minutes), ("--multilingual-minutes", args.multilingual_minutes)):
         # Named here, before any work: psp train would refuse it only at the first language's training step.
         if not math.isfinite(minutes) or minutes < 0:
@@ -126,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         extra = tuple(shlex.split(args.train_args))
     except ValueError as error:  # an unbalanced quote
         raise PSPInputError(f"--train-args {args.train_args!r}: cannot split it into flags ({error})") from None
+    if args.english_sentences is not None and args.english_sentences < 1:
+        raise PSPInputError(f"--english-sentences {args.english_sentences}: give a count of at least 1")
     out = Path(args.output)
     settings = Settings(
         out=out,
@@ -144,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         extra=extra,
         margin_only=args.margin_only,
-        init_rows_from=args.init_rows_from,
+        init_rows_from=init_rows_from,
         sources=args.sources,
         mono_sources=args.mono_sources,
         mono_limit=args.mono_limit,
@@ -157,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         multilingual_vocab_size=args.multilingual_vocab_size,
         multilingual_epochs=args.multilingual_epochs,
         multilingual_minutes=args.multilingual_minutes,
+        english_sentences=args.english_sentences,
+        changed=recipe_changes(args),
     )
     for code in languages:  # a wrong source name, a missing dev set or a bad training flag fails before any work
         check_data(code, settings)
@@ -167,6 +189,32 @@ def run(args: argparse.Namespace) -> int:
     multilingual = build_multilingual(languages, settings) if args.multilingual else None
     write_result(write_summary(out, rows, multilingual))
     return 0
+
+
+def resolve_init_rows(value: str | None, teacher: str, margin_only: bool) -> str | None:
+    """What `--init-rows-from` stands for: auto is the e5 English student with an e5-small teacher (the recipe)."""
+    if value in (None, "none"):
+        return None
+    if value == "auto":
+        return E5_STUDENT if str(teacher).startswith("e5-small") and not margin_only else None
+    return value
+
+
+def recipe_changes(args: argparse.Namespace) -> tuple[str, ...]:
+    """The recipe's flags that `args` changed, as `--flag value` (the card records them; budgets are not listed)."""
+    changed = []
+    for name, value in RECIPE.items():
+        given = getattr(args, name, value)
+        if name == "init_rows_from" and given == "auto":
+            continue
+        if given != value:
+            changed.append(f"--{name.replace('_', '-')} {given}")
+    for flag, on in (("--margin-only", args.margin_only), ("--non-commercial", args.non_commercial)):
+        if on:
+            changed.append(flag)
+    if args.train_args:
+        changed.append(f"--train-args '{args.train_args}'")
+    return tuple(changed)
 
 
 def _add_multilingual_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,7 +251,10 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--sources",
         default="default",
         help="bitext sources of the data folder by name, NAME or NAME=FRACTION, comma-separated: 'default' (multi30k, "
-        "multi30k-nllb, wmt-news), 'all', or names of " + ", ".join(BITEXT_SOURCES) + " (default: default)",
+        f"multi30k-nllb, wmt-news), 'all' (every source that is not non-commercial), '{EVERYDAY}' (the everyday "
+        "register: xsid, ud-atis (at most 1,000 pairs), storybooks, diabla, xpersona), or names of "
+        + ", ".join(BITEXT_SOURCES)
+        + " (xnli-test and allset-grammar only with --non-commercial) (default: default)",
     )
     parser.add_argument(
         "--mono-sources",
@@ -227,7 +278,8 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--non-commercial",
         action="store_true",
-        help="allow non-commercial sources (ar: saudinewsnet, CC BY-NC-SA 4.0); the model card then says so",
+        help="allow the non-commercial sources, each named: saudinewsnet (ar news, --mono-sources), xnli-test and "
+        "allset-grammar (--sources); the model card then says so and takes a non-commercial licence",
     )
     parser.add_argument(
         "--bitext-targets",
@@ -242,8 +294,10 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mono-batch-size", type=int, default=128, help="psp train --mono-batch-size (128)")
     parser.add_argument(
         "--dev",
-        default="pud",
-        choices=("pud", "bitext"),
-        help="dev set that chooses checkpoints: pud (mining accuracy on the PUD pairs, never trained on) or bitext "
-        "(pairs held back from the training bitext) (default: pud)",
+        default=RECIPE["dev"],
+        choices=(*DEV_SETS, "bitext"),
+        help="dev sets that choose checkpoints, by mining accuracy (both directions) on pairs never trained on: "
+        "pud+xnli (the mean of PUD's and XNLI dev's: the rule every choice of the recipe follows), pud (news and "
+        "Wikipedia), xnli (XNLI's dev split: the everyday register), or bitext (pairs held back from the training "
+        f"bitext) (default: {RECIPE['dev']})",
     )

@@ -1,6 +1,8 @@
 """`psp prepare bitext-sources|mono`: the data folder's X–English sources and monolingual text, chosen by name.
 
     psp prepare bitext-sources --lang fr --sources default,python-docs=0.5 -o data/fr
+    psp prepare bitext-sources --lang zh --sources default,everyday -o data/zh      # the everyday-register pairs
+    psp prepare bitext-sources --lang zh --sources allset-grammar --non-commercial -o data/zh-nc
     psp prepare mono --lang fr --sources default -o data/fr-mono         # sentences.txt.gz + report.json
     psp prepare mono --lang ar --sources saudinewsnet --non-commercial -o data/ar-mono
 
@@ -33,7 +35,12 @@ def add_language_commands(prepare: flags.Parser) -> None:
     bitext.add_argument(
         "--sources",
         default="default",
-        help="NAME or NAME=FRACTION, comma-separated: default, all, " + ", ".join(BITEXT_SOURCES),
+        help="NAME or NAME=FRACTION, comma-separated: default, all, everyday, " + ", ".join(BITEXT_SOURCES),
+    )
+    bitext.add_argument(
+        "--non-commercial",
+        action="store_true",
+        help="allow the non-commercial sources (xnli-test, allset-grammar), each named; the report says so",
     )
     mono = prepare.add_subcommand(
         "mono",
@@ -43,9 +50,15 @@ def add_language_commands(prepare: flags.Parser) -> None:
         "licences, counts): psp train --mono-data reads it.",
     )
     mono.add_argument("--lang", required=True, help="the language (ar, de, es, fr, ru, tr, zh)")
-    mono.add_argument("--sources", default="default", help="NAME or NAME=FRACTION, comma-separated: default, all")
+    mono.add_argument(
+        "--sources",
+        default="default",
+        help="NAME or NAME=FRACTION, comma-separated: default, all, everyday (zh: dialogue), or a source's name",
+    )
     mono.add_argument("--limit", type=positive_int, default=50_000, help="sentences per source (50,000)")
-    mono.add_argument("--non-commercial", action="store_true", help="allow non-commercial sources (ar: saudinewsnet)")
+    mono.add_argument(
+        "--non-commercial", action="store_true", help="allow the non-commercial sources (ar: saudinewsnet)"
+    )
     for parser in (bitext, mono):
         flags.add_output(parser, required=True, help="output folder")
         parser.add_argument("--overwrite", action="store_true", help="replace an existing --output folder")
@@ -70,7 +83,7 @@ def _run_bitext_sources(args: argparse.Namespace) -> int:
     from ..errors import PSPInputError
 
     check_output_folder(Path(args.output), args.overwrite)
-    chosen = bitext_sources(args.lang, args.sources)
+    chosen = bitext_sources(args.lang, args.sources, args.non_commercial)
     if not chosen:
         raise PSPInputError(f"--sources {args.sources!r}: no bitext source for {args.lang}")
     staging = Path(tempfile.mkdtemp(prefix="psp-bitext-sources-"))

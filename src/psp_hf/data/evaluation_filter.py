@@ -4,7 +4,8 @@ A pair goes when either side equals (by `distill_corpus.normalize_key`: NFKC, lo
 and digits only) a sentence of an evaluation set of the data folder: STS 2012–2017 (every STS17 side), STS-B, SICK,
 SentEval, MRPC, and both sides of every Tatoeba language. The same rule and the same sets as the English
 distillation corpus's, plus Tatoeba's non-English sides, since a bitext model is scored on those, and both sides of
-the PUD pairs (`bitext/ud-pud/`), the dev set that chooses a language model's checkpoints: never training text.
+the PUD pairs (`bitext/ud-pud/`) and of XNLI's dev split (`bitext/everyday/xnli/dev/`), the dev sets that choose a
+language model's checkpoints and recipe: never training text.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import numpy as np
 
 from ..io.files import iter_tsv
 from .filters import FilterStep
+
+# The bitext dev sets, by the name the filter's report counts them under: their folders of `<xx>-en.tsv.gz`.
+DEV_SET_FOLDERS = {"PUD": "bitext/ud-pud", "XNLI-dev": "bitext/everyday/xnli/dev"}
 
 
 def evaluation_keys(root: str | os.PathLike | None = None) -> dict[str, set[str]]:
@@ -29,10 +33,11 @@ def evaluation_keys(root: str | os.PathLike | None = None) -> dict[str, set[str]
         if not path.name.endswith(".eng"):
             other.update(normalize_key(line) for line in path.read_text(encoding="utf-8").splitlines())
     sets["Tatoeba-xx"] = other
-    pud: set[str] = set()
-    for path in sorted((data_dir(root) / "bitext" / "ud-pud").glob("*-en.tsv.gz")):
-        pud.update(normalize_key(cell) for _, row in iter_tsv(path, header=True) for cell in row)
-    sets["PUD"] = pud
+    for name, folder in DEV_SET_FOLDERS.items():
+        keys: set[str] = set()
+        for path in sorted((data_dir(root) / folder).glob("*-en.tsv.gz")):
+            keys.update(normalize_key(cell) for _, row in iter_tsv(path, header=True) for cell in row)
+        sets[name] = keys
     for keys in sets.values():
         keys.discard("")  # a sentence of only punctuation must not match every punctuation-only side
     return sets
@@ -86,5 +91,5 @@ class DropEvaluationSentences(FilterStep):
             return "evaluation sentences kept (--keep-evaluation-sentences)"
         matched = ", ".join(f"{name} {count}" for name, count in sorted(self.matched.items()))
         return "remove pairs with a side equal to an evaluation sentence (STS, STS17, SICK, SentEval, MRPC, " + (
-            f"Tatoeba, PUD; normalised exact match){': ' + matched if matched else ''}"
+            f"Tatoeba, PUD, XNLI-dev; normalised exact match){': ' + matched if matched else ''}"
         )

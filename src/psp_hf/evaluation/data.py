@@ -250,6 +250,37 @@ def read_tatoeba(data_dir: Path, language: str) -> Bitext:
     return Bitext(language=language, other=other, english=english, paths=[other_path, english_path])
 
 
+# The bitext dev sets of the X-English models, one `<xx>\ten` file per language (data README sections 15, 17): PUD
+# (news and Wikipedia) and XNLI's dev split (the everyday register Tatoeba tests). Dev sets: scored to choose
+# recipes and checkpoints, never trained on.
+BITEXT_DEV_PATTERNS = {"xnli-dev": "bitext/everyday/xnli/dev/{xx}-en.tsv.gz", "pud-dev": "bitext/ud-pud/{xx}-en.tsv.gz"}
+
+
+def two_letter_code(language: str) -> str:
+    """The two-letter code of a language given by two or three letters (the Tatoeba codes' inverse)."""
+    language = language.lower()
+    return next((short for short, long in TATOEBA_CODES.items() if long == language), language)
+
+
+def bitext_dev_languages(data_dir: Path, task: str) -> list[str]:
+    """Two-letter codes of every language with a file of the dev set `task` (xnli-dev, pud-dev) in the data."""
+    folder = Path(data_dir) / Path(BITEXT_DEV_PATTERNS[task]).parent
+    return sorted(path.name.split("-")[0] for path in folder.glob("*-en.tsv.gz"))
+
+
+def read_bitext_dev(data_dir: Path, task: str, language: str) -> Bitext:
+    """The dev pairs of `task` (xnli-dev, pud-dev) of one language (two- or three-letter code) against English."""
+    code = two_letter_code(language)
+    path = _require_file(Path(data_dir) / BITEXT_DEV_PATTERNS[task].format(xx=code), f"{task}-{language}")
+    other, english = [], []
+    for _, row in iter_tsv(path, header=[code, "en"]):
+        other.append(row[0])
+        english.append(row[1])
+    if not other:
+        raise PSPInputError(f"{path}: no pairs")
+    return Bitext(language=code, other=other, english=english, paths=[path])
+
+
 def _read_lines(path: Path) -> list[str]:
     lines = read_sentences(path).rows
     if not lines:

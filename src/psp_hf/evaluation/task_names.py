@@ -9,13 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import PSPInputError
+from .data import BITEXT_DEV_PATTERNS
 
 STS_YEAR_TASKS: tuple[str, ...] = ("sts12", "sts13", "sts14", "sts15", "sts16")
 STS_TASKS: tuple[str, ...] = (*STS_YEAR_TASKS, "stsb", "sickr")
 MULTILINGUAL_TASKS: tuple[str, ...] = ("sts17", "tatoeba")
 SENTEVAL_TASKS: tuple[str, ...] = ("mr", "cr", "subj", "mpqa", "trec", "sst2", "sst5", "mrpc", "sicke")
+# Dev sets: scored to choose recipes (never a test result); run only when named (the group `dev` names both).
+DEV_TASKS: tuple[str, ...] = tuple(BITEXT_DEV_PATTERNS)
+# Every test (the dev sets are not tests).
 ALL_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS + SENTEVAL_TASKS
-# What `psp eval` runs without --tasks: everything (SentEval takes minutes; `--tasks fast` skips it).
+KNOWN_TASKS: tuple[str, ...] = ALL_TASKS + DEV_TASKS
+# What `psp eval` runs without --tasks: every test (SentEval takes minutes; `--tasks fast` skips it).
 DEFAULT_TASKS: tuple[str, ...] = ALL_TASKS
 FAST_TASKS: tuple[str, ...] = STS_TASKS + MULTILINGUAL_TASKS
 TASK_GROUPS: dict[str, tuple[str, ...]] = {
@@ -25,6 +30,7 @@ TASK_GROUPS: dict[str, tuple[str, ...]] = {
     "sts12-16": STS_YEAR_TASKS,
     "multilingual": MULTILINGUAL_TASKS,
     "senteval": SENTEVAL_TASKS,
+    "dev": DEV_TASKS,
 }
 # Spellings from the papers and SentEval that name the same task.
 TASK_ALIASES: dict[str, str] = {
@@ -47,13 +53,13 @@ def resolve_tasks(names: Iterable[str] | None) -> list[str]:
             key = TASK_ALIASES.get(key, key)
             if key in TASK_GROUPS:
                 wanted.update(TASK_GROUPS[key])
-            elif key in ALL_TASKS:
+            elif key in KNOWN_TASKS:
                 wanted.add(key)
             else:
                 raise PSPInputError(
-                    f"unknown task {name.strip()!r}; valid tasks: {', '.join(ALL_TASKS)}; "
+                    f"unknown task {name.strip()!r}; valid tasks: {', '.join(KNOWN_TASKS)}; "
                     f"groups: {', '.join(TASK_GROUPS)}"
                 )
     if not wanted:
-        raise PSPInputError(f"no task given; valid tasks: {', '.join(ALL_TASKS)}; groups: {', '.join(TASK_GROUPS)}")
-    return [task for task in ALL_TASKS if task in wanted]
+        raise PSPInputError(f"no task given; valid tasks: {', '.join(KNOWN_TASKS)}; groups: {', '.join(TASK_GROUPS)}")
+    return [task for task in KNOWN_TASKS if task in wanted]

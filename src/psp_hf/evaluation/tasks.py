@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
-from ..inference.ratio_margin import margin_retrieval_errors
+from ..inference.ratio_margin import margin_retrieval_errors, retrieval_errors
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter
@@ -26,6 +26,7 @@ from .sts import DEV_SPLITS, correlation, embed_sentences, load_metric, pair_cos
 from .task_names import (
     ALL_TASKS,
     DEFAULT_TASKS,
+    DEV_TASKS,
     FAST_TASKS,
     SENTEVAL_TASKS,
     STS_TASKS,
@@ -155,6 +156,36 @@ def _run_tatoeba(run: _Run, task: str) -> dict:
     return out
 
 
+def _run_bitext_dev(run: _Run, task: str) -> dict:
+    """Retrieval error (%, nearest cosine, mean of both directions) on the dev pairs of `task` (xnli-dev, pud-dev)
+    of the run's Tatoeba languages that have them (`all`: every language with a file)."""
+    languages = list(run.tatoeba_languages)
+    if [language.lower() for language in languages] == ["all"]:
+        languages = data_module.bitext_dev_languages(run.data_dir, task)
+    else:
+        present = set(data_module.bitext_dev_languages(run.data_dir, task))
+        languages = [language for language in languages if data_module.two_letter_code(language) in present]
+    if not languages:
+        folder = run.data_dir / Path(data_module.BITEXT_DEV_PATTERNS[task]).parent
+        raise PSPInputError(f"{task}: none of the languages {list(run.tatoeba_languages)} has a file in {folder}")
+    bitexts = [run.use(data_module.read_bitext_dev(run.data_dir, task, language)) for language in languages]
+    embeddings = run.embed([s for bitext in bitexts for s in (*bitext.other, *bitext.english)], f"{task}: encode")
+    out: dict[str, Any] = {}
+    at = 0
+    for bitext in bitexts:
+        n = len(bitext)
+        xx_to_en, en_to_xx = retrieval_errors(embeddings[at : at + n], embeddings[at + n : at + 2 * n])
+        at += 2 * n
+        out[bitext.language] = {
+            "error_rate": 50 * (xx_to_en + en_to_xx),
+            "error_rate_xx_to_en": 100 * xx_to_en,
+            "error_rate_en_to_xx": 100 * en_to_xx,
+            "n": n,
+        }
+    out["error_rate_mean"] = float(np.mean([out[bitext.language]["error_rate"] for bitext in bitexts]))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- SentEval
 def _run_senteval_binary(run: _Run, task: str) -> dict:
     items = run.use(data_module.read_senteval_binary(run.data_dir, task))
@@ -224,6 +255,7 @@ _RUNNERS: dict[str, Callable[[_Run, str], dict]] = {
     "sickr": _run_sickr,
     "sts17": _run_sts17,
     "tatoeba": _run_tatoeba,
+    **{task: _run_bitext_dev for task in DEV_TASKS},
     **{task: _run_senteval_binary for task in data_module.SENTEVAL_BINARY},
     "trec": _run_trec,
     "sst2": _run_sst,
@@ -243,7 +275,7 @@ def _headline(task: str, result: dict) -> str:
         return f"test Pearson {result['test']['pearson']:.1f}"
     if task == "sts17":
         return f"mean Pearson {result['pearson_mean']:.1f}"
-    if task == "tatoeba":
+    if task == "tatoeba" or task in DEV_TASKS:
         return f"mean error {result['error_rate_mean']:.1f} %"
     return f"accuracy {result['accuracy']:.1f}"
 

@@ -56,8 +56,10 @@ def english_folder(out: Path) -> Path:
     return out / "english"
 
 
-def english_student(settings: Settings, sentences: int = ENGLISH_SENTENCES) -> Path:
-    """The English student's model folder, built (or finished) first: corpus -> label -> train."""
+def english_student(settings: Settings, sentences: int | None = None) -> Path:
+    """The English student's model folder, built (or finished) first: corpus -> label -> train; `sentences` (default
+    `settings.english_sentences`, else ENGLISH_SENTENCES) is how many corpus sentences are labelled."""
+    sentences = sentences or settings.english_sentences or ENGLISH_SENTENCES
     folder = english_folder(settings.out)
     folder.mkdir(parents=True, exist_ok=True)
     steps = {"corpus": _corpus, "label": _label, "train": _train}

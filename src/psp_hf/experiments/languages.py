@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..data.sources.apertium import APERTIUM_MODES
+from ..data.sources.language_sources import DEFAULT_DEV
 from ..data.sources.registry_bitext import (
     SOURCE_KINDS,
     SOURCE_PREFIXES,
@@ -54,6 +55,9 @@ LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
 # sources came.
 STS17_TRACKS = {"ar": ["ar-ar", "ar-en"], "es": ["es-es", "es-en", "es-en-wmt"], "tr": ["tr-en"]}
 ENGLISH_TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb"]
+# The dev sets, scored on the finished model beside the tests (error %, both directions): XNLI's dev split (the
+# everyday register) and PUD (news, Wikipedia). They chose the checkpoint; they are reported, never a target.
+DEV_TASKS = ["xnli-dev", "pud-dev"]
 REGISTRY_SOURCES = SOURCE_KINDS
 STEPS = ("prepare", "label", "train", "evaluate", "card")
 # Tatoeba is also scored by ratio margin over this many neighbours (Artetxe & Schwenk), beside nearest cosine.
@@ -62,6 +66,32 @@ TATOEBA_MARGIN_K = 4
 MULTILINGUAL_VOCAB_SIZE = 200_000
 MULTILINGUAL_EPOCHS = 3
 MULTILINGUAL_MINUTES = 45.0
+# The measured recipe (results/languages.md, "The default build"): what `psp languages` with no flags builds, and
+# what `make languages` builds (the Makefile passes only paths and budgets). The flags' defaults come from here and
+# the card records which of them a run changed. e5-small teaches (its whitened labels of the bitext's English and
+# other sides and of the languages' monolingual text); each table's shared pieces start from an English student of
+# e5 ("e5-student", built once in OUT/english); at most 5 epochs; the checkpoint chosen by the mean of the mining
+# accuracies on PUD and XNLI's dev split. The per-language settings (margins, SIF weights, Arabic's pull) are
+# below, the sources in data/sources/language_sources.py (`default`).
+RECIPE: dict[str, object] = {
+    "teacher": "e5-small",
+    "init_rows_from": "e5-student",  # english_rows.E5_STUDENT
+    "epochs": 5,
+    "dim": 1024,  # only without English rows: with them the width is the English model's (384)
+    "vocab_size": 50_000,
+    "sources": "default",
+    "mono_sources": "auto",
+    "mono_limit": 50_000,
+    "mono_fragments": None,  # the language's default (data/sources/fragments.py: 50,000 in ar, tr and zh)
+    "english_sentences": None,  # the English student's labels: english_rows.ENGLISH_SENTENCES (300,000)
+    "registry_limit": 50_000,
+    "bitext_targets": "auto",
+    "mono_weight": MONO_WEIGHT,
+    "mono_batch_size": 128,
+    "dev": DEFAULT_DEV,
+}
+# The budgets (not the recipe): minutes of training per language, and torch threads.
+DEFAULT_MINUTES = 20.0
 
 
 @dataclass
@@ -70,30 +100,32 @@ class Settings:
 
     out: Path
     data: Path
-    teacher: str = "default"
+    teacher: str = RECIPE["teacher"]
     teacher_cache: Path | None = None
-    minutes: float = 20.0
-    epochs: int = 5
-    dim: int = 1024
-    vocab_size: int = 50_000
+    minutes: float = DEFAULT_MINUTES
+    epochs: int = RECIPE["epochs"]
+    dim: int = RECIPE["dim"]
+    vocab_size: int = RECIPE["vocab_size"]
     limit: int | None = None
     registry: bool = True
-    registry_limit: int | None = 50_000
+    registry_limit: int | None = RECIPE["registry_limit"]
     registry_sources: tuple[str, ...] = REGISTRY_SOURCES
-    tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS)
+    tasks: tuple[str, ...] = ("tatoeba", "sts17", *ENGLISH_TASKS, *DEV_TASKS)
     threads: int = 0
     extra: tuple[str, ...] = ()
     margin_only: bool = False  # the baseline: P-SP's margin loss alone, no teacher
     init_rows_from: str | None = None  # an English psp model: its rows start the shared pieces (and set the width)
-    sources: str = "default"  # --sources, --mono-sources ...: see psp_hf.cli.languages
-    mono_sources: str = "auto"
-    mono_limit: int | None = 50_000
+    sources: str = RECIPE["sources"]  # --sources, --mono-sources ...: see psp_hf.cli.languages
+    mono_sources: str = RECIPE["mono_sources"]
+    mono_limit: int | None = RECIPE["mono_limit"]
     mono_fragments: int | None = None  # None: the language's default (fragments.default_fragments)
     non_commercial: bool = False
-    bitext_targets: str = "auto"
-    mono_weight: float = MONO_WEIGHT
-    mono_batch_size: int = 128
-    dev: str = "pud"
+    bitext_targets: str = RECIPE["bitext_targets"]
+    mono_weight: float = RECIPE["mono_weight"]
+    mono_batch_size: int = RECIPE["mono_batch_size"]
+    dev: str = RECIPE["dev"]
+    english_sentences: int | None = None  # the English student's labelled sentences (None: english_rows' default)
+    changed: tuple[str, ...] = ()  # the flags of the recipe this run changed, as `--flag value` (the card says so)
     multilingual_vocab_size: int = MULTILINGUAL_VOCAB_SIZE  # --multilingual (multilingual_model.py)
     multilingual_epochs: int = MULTILINGUAL_EPOCHS
     multilingual_minutes: float = MULTILINGUAL_MINUTES
@@ -346,8 +378,15 @@ def write_card(template: str, folder: Path, settings: Settings, describe: Callab
         info["init_rows_from"] = described
     if non_commercial:
         info["license"] = NON_COMMERCIAL_LICENSE
+    info["recipe"] = recipe_description(settings.changed)
     write_model_card(model, load(model), language=template, eval_results=evaluation["card_results"], training_info=info)
     return {"card": str(model / "README.md")}
+
+
+def recipe_description(changed: tuple[str, ...]) -> str:
+    """The card's line on the recipe: the measured default of `psp languages`, or what the run changed of it."""
+    text = "psp languages' measured recipe (RECIPE in psp_hf.experiments.languages"
+    return text + (f"), changed: {' '.join(changed)}" if changed else "), unchanged")
 
 
 def data_description(inputs: list[str]) -> str:
@@ -369,9 +408,17 @@ def language_row(code: str, folder: Path) -> dict:
         "minutes": round((trained.get("train_seconds") or 0) / 60, 1),
         "tatoeba_error": results.get("tatoeba", {}).get(code, {}).get("error_rate"),
         "tatoeba_error_margin": results.get("tatoeba", {}).get(code, {}).get("error_rate_margin"),
+        **dev_errors(results, code),
     }
     row.update(sts_scores(results))
     return row
+
+
+def dev_errors(results: dict, code: str) -> dict:
+    """XNLI-dev and PUD-dev retrieval error (%) of `code` in `psp eval`'s results (None where not scored)."""
+    return {
+        f"{task.replace('-', '_')}_error": results.get(task, {}).get(code, {}).get("error_rate") for task in DEV_TASKS
+    }
 
 
 def sts_scores(results: dict) -> dict:
@@ -403,17 +450,19 @@ def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None)
 def summary_markdown(rows: list[dict]) -> str:
     """The table of results/languages.md: one row per language."""
 
-    def number(value) -> str:
-        return "—" if value is None else f"{value:.1f}"
+    def number(value, digits: int = 1) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
 
     lines = [
-        "| model | data | pairs | minutes | Tatoeba error % | margin k=4 | STS17 | STS12-16 | STS-B test |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | data | pairs | minutes | XNLI-dev error % | PUD-dev error % | Tatoeba error % | margin k=4 | STS17 "
+        "| STS12-16 | STS-B test |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         sts17 = ", ".join(f"{pair} {value:.1f}" for pair, value in row["sts17"].items()) or "—"
         lines.append(
             f"| p-sp-{row['language']} | {row['data']} | {row['pairs']:,} | {row['minutes']} | "
+            f"{number(row.get('xnli_dev_error'), 2)} | {number(row.get('pud_dev_error'), 2)} | "
             f"{number(row['tatoeba_error'])} | {number(row.get('tatoeba_error_margin'))} | {sts17} | "
             f"{number(row['sts12_16'])} | {number(row['stsb_test'])} |"
         )

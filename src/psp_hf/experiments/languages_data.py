@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ..data.sources.hub import split_selection, stage_hub_bitext
 from ..data.sources.language_sources import (
-    DEV_SOURCE,
     bitext_sources,
-    dev_file,
+    dev_files,
+    dev_sets,
     mono_sources,
     prepare_mono,
     source_licences,
@@ -42,17 +42,17 @@ def mono_selection(settings) -> str:
 
 
 def check_data(code: str, settings) -> None:
-    """Fail before any work when the dev set or a chosen source is missing or a name is wrong."""
-    if settings.dev == "pud":
-        dev_file(settings.data, code)
-    bitext_sources(code, split_selection(settings.sources)[0])
+    """Fail before any work when a dev set or a chosen source is missing or a name is wrong (a non-commercial
+    source without --non-commercial is refused here too)."""
+    dev_files(settings.data, code, settings.dev)
+    bitext_sources(code, split_selection(settings.sources)[0], settings.non_commercial)
     mono_sources(code, mono_selection(settings), settings.non_commercial)
 
 
 def stage_sources(code: str, settings, staging: Path) -> tuple[list[Path], dict]:
     """The chosen bitext sources as staged files, and their licences as the report records them."""
     local, hub = split_selection(settings.sources)  # `hub:NAME` items stream from the Hub (data/sources/hub.py)
-    chosen = bitext_sources(code, local)
+    chosen = bitext_sources(code, local, settings.non_commercial)
     if not chosen and not hub:
         raise_nothing(code, settings.sources)
     files, licences = stage_bitext(chosen, settings.data, code, staging), source_licences(chosen, "data folder")
@@ -112,9 +112,8 @@ def mono_text(folder: Path) -> list[str]:
 
 def multilingual_training_values(code: str, folder: Path, settings) -> dict:
     """The training settings for the dev set, the bitext targets and the monolingual text."""
-    values: dict = {}
-    if settings.dev == "pud":
-        values["dev_bitext"] = str(DEV_SOURCE.path(settings.data, code))
+    # The paths only: check_data checked them before any work (p-sp-multilingual sets its own).
+    values: dict = {"dev_bitext": [str(source.path(settings.data, code)) for source in dev_sets(settings.dev)]}
     if settings.margin_only:
         return values
     values["bitext_targets"] = settings.bitext_targets
@@ -148,8 +147,9 @@ def sentences_to_label(code: str, folder: Path, settings) -> list[str]:
     return [sentence for sentence in sentences if sentence]
 
 
-def card_training_text(folder: Path, dev_bitext: str | None) -> tuple[str, bool]:
-    """The card's 'Training text' line (every source with its licence) and whether a source is non-commercial."""
+def card_training_text(folder: Path, dev_bitext: list[str] | str | None) -> tuple[str, bool]:
+    """The card's 'Training text' line (every source with its licence) and whether a source is non-commercial
+    (a bitext source such as xnli-test, or monolingual text such as the Arabic news)."""
     report_file = folder / "data" / "report" / "report.json"
     report = json.loads(report_file.read_text(encoding="utf-8")) if report_file.is_file() else {}
     pairs = {Path(item["path"]).stem: item.get("pairs", 0) for item in report.get("inputs", [])}
@@ -159,11 +159,22 @@ def card_training_text(folder: Path, dev_bitext: str | None) -> tuple[str, bool]
     ]
     text = f"bitext ({report.get('pairs_out', 0):,} pairs after filtering): " + "; ".join(parts)
     mono = mono_path(folder)
-    non_commercial = False
+    non_commercial = any(info.get("non_commercial") for info in report.get("sources", {}).values())
     if mono is not None:
         mono_report = json.loads((mono.parent / "report.json").read_text(encoding="utf-8"))
         text += ". Monolingual: " + describe_mono([str(mono)], mono_report["sentences"])
-        non_commercial = any(info.get("non_commercial") for info in mono_report["sources"].values())
+        non_commercial = non_commercial or any(info.get("non_commercial") for info in mono_report["sources"].values())
     if dev_bitext:
-        text += f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license})"
+        text += ". " + dev_description(dev_bitext)
     return text, non_commercial
+
+
+def dev_description(dev_bitext: list[str] | str) -> str:
+    """What the card says of the dev sets a run's checkpoint was chosen on (runs before several sets named one)."""
+    files = [dev_bitext] if isinstance(dev_bitext, str) else list(dev_bitext)
+    known = [source for source in dev_sets("pud+xnli") if any(source.pattern.split("{")[0] in f for f in files)]
+    names = "; ".join(f"{source.name} ({source.license})" for source in known) or ", ".join(files)
+    if len(files) > 1:
+        rule = "checkpoints chosen on them, scored by the mean of their mining accuracies, never trained on"
+        return f"Dev sets ({rule}): {names}"
+    return f"Dev set (checkpoints chosen on it, never trained on): {names}"

@@ -4,9 +4,9 @@ It is built from what the per-language runs prepared, after them, in `OUT/multil
 
     prepare   every language's filtered bitext in one column, `mul` (their English sides in `en`), and their
               monolingual text (duplicates once) -> data/ and mono/; one sentencepiece vocabulary of
-              --multilingual-vocab-size pieces is trained on all of it. The dev set (dev.tsv) is the PUD pairs with
-              the X side taken from each language in turn: PUD's 1,000 English sentences are the same in every
-              language, so each appears once, beside one of its translations.
+              --multilingual-vocab-size pieces is trained on all of it. The dev sets (dev.tsv: PUD; dev-xnli-dev.tsv:
+              XNLI's dev split) take each English sentence once, beside its translation into one language, the
+              languages in turn: PUD and XNLI are parallel, the same English sentences in every language.
     label     through the run's teacher cache: the per-language runs labelled every sentence already.
     train     the per-language recipe (margin loss + distillation of the English sides and the monolingual text,
               rows started from the English model), --multilingual-epochs within --multilingual-minutes.
@@ -27,6 +27,7 @@ from pathlib import Path
 from ..errors import PSPInputError
 from ..io.files import atomic_path
 from .languages import (
+    DEV_TASKS,
     STS17_TRACKS,
     Settings,
     _done,
@@ -88,8 +89,7 @@ def _prepare(languages: list[str], folder: Path, settings: Settings) -> dict:
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if settings.dev == "pud":
-        write_dev(languages, settings.data, folder / DEV_FILE)
+    write_dev_sets(languages, folder, settings)
     return {"pairs": report["pairs_out"], "languages": languages, "mono_sentences": len(mono)}
 
 
@@ -137,18 +137,44 @@ def write_mono(folders: list[tuple[str, Path]], out: Path) -> list[str]:
     return list(seen)
 
 
-def write_dev(languages: list[str], data: Path, out: Path) -> int:
-    """The PUD dev pairs, pair i's X side in languages[i % n]: each English sentence once (PUD is parallel)."""
-    from ..data.sources.language_sources import dev_file
+def dev_paths(folder: Path, settings: Settings) -> dict:
+    """{dev set (a `Source`): its file in `folder`} for the dev sets of `--dev` (PUD's is dev.tsv, as before)."""
+    from ..data.sources.language_sources import DEV_SOURCE, dev_sets
+
+    return {
+        source: folder / (DEV_FILE if source == DEV_SOURCE else f"dev-{source.name}.tsv")
+        for source in dev_sets(settings.dev)
+    }
+
+
+def write_dev_sets(languages: list[str], folder: Path, settings: Settings, missing_only: bool = False) -> list[Path]:
+    """The dev files of `--dev` in `folder` (with `missing_only`: only those an earlier version did not write)."""
+    paths = dev_paths(folder, settings)
+    for source, path in paths.items():
+        if not (missing_only and path.is_file()):
+            write_dev(languages, settings.data, path, source)
+    return list(paths.values())
+
+
+def write_dev(languages: list[str], data: Path, out: Path, source=None) -> int:
+    """The dev pairs of `source` (PUD unless named), each English sentence once, beside its translation into
+    languages[i % n] for the i-th English sentence (in the first language's order); the dev sets are parallel."""
+    from ..data.sources.language_sources import DEV_SOURCE, dev_file
     from ..training.data.multilingual import read_dev_pairs
 
-    pairs = {code: read_dev_pairs(dev_file(data, code), code) for code in languages}
-    count = min(len(found) for found in pairs.values())
+    source = source or DEV_SOURCE
+    translations: dict[str, dict[str, str]] = {}  # English -> language -> its X side
+    for code in languages:
+        for other, english in read_dev_pairs(dev_file(data, code, source), code):
+            translations.setdefault(english, {}).setdefault(code, other)
+    count = 0
     with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         handle.write(f"{DATA_LANG}\ten\n")
-        for index in range(count):
-            other, english = pairs[languages[index % len(languages)]][index]
+        for index, (english, by_language) in enumerate(translations.items()):
+            code = languages[index % len(languages)]
+            other = by_language.get(code) or next(iter(by_language.values()))
             handle.write(f"{other}\t{english}\n")
+            count += 1
     return count
 
 
@@ -165,12 +191,14 @@ def multilingual_arguments(folder: Path, settings: Settings, resume: bool = Fals
         "max_minutes": settings.multilingual_minutes,
         "vocab_size": settings.multilingual_vocab_size,  # the prepared vocabulary's size, as the card records it
     }
-    overrides["dev_bitext"] = str(folder / DEV_FILE) if settings.dev == "pud" else None
+    overrides["dev_bitext"] = [str(path) for path in dev_paths(folder, settings).values()]
     return training_arguments(DATA_LANG, folder, settings, resume=resume, overrides=overrides)
 
 
 def _train(languages: list[str], folder: Path, settings: Settings) -> dict:
     resume = (folder / "model" / "training" / "checkpoint.json").is_file()
+    if not resume:  # prepared by an earlier version: the dev sets it did not write yet
+        write_dev_sets(languages, folder, settings, missing_only=True)
     return run_training(NAME, folder, multilingual_arguments(folder, settings, resume))
 
 
@@ -191,11 +219,12 @@ def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
         text = f"the {len(languages)} languages' prepared text, {pairs:,} pairs after removing duplicates. "
         text += " | ".join(parts)
         if info.get("dev_bitext"):
-            from ..data.sources.language_sources import DEV_SOURCE
-
+            sets = "; ".join(f"{source.name} ({source.license})" for source in dev_paths(folder, settings))
+            several = len(info["dev_bitext"]) > 1 if isinstance(info["dev_bitext"], list) else False
+            rule = ", scored by the mean of their mining accuracies" if several else ""
             text += (
-                f". Dev set (checkpoints chosen on it, never trained on): {DEV_SOURCE.name} ({DEV_SOURCE.license}), "
-                "each English sentence once, beside one of its translations"
+                f". Dev sets (checkpoints chosen on them{rule}, never trained on): {sets}, each English sentence "
+                "once, beside one of its translations"
             )
         return text, non_commercial
 
@@ -226,5 +255,7 @@ def multilingual_row(folder: Path) -> dict:
         "tatoeba_error": mean("error"),  # the mean over the languages
         "tatoeba_error_margin": mean("margin"),
         "tatoeba": tatoeba,
+        # The dev sets' error, the mean over the languages, as Tatoeba's.
+        **{f"{task.replace('-', '_')}_error": results.get(task, {}).get("error_rate_mean") for task in DEV_TASKS},
         **sts_scores(results),
     }

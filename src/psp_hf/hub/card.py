@@ -194,7 +194,9 @@ def _settings_table(training_info: Mapping[str, Any]) -> str:
         bitext = settings.get("lang") not in (None, "en") and settings.get("kind") in ("auto", "bitext")
         settings["dev"] = "bitext (held-back pairs, mining accuracy)" if bitext else "stsb"
     if settings.get("dev_bitext"):  # dev pairs from a file: none of the training pairs were held back
-        settings["dev"] = "bitext (the dev pairs below, mining accuracy)"
+        several = isinstance(settings["dev_bitext"], list) and len(settings["dev_bitext"]) > 1
+        scored = "the mean of their mining accuracies" if several else "mining accuracy"
+        settings["dev"] = f"bitext (the dev pairs below, {scored})"
         settings.pop("dev_pairs", None)
     if settings.get("teacher_labelled_english"):  # multilingual distillation: no corpus batches
         settings.pop("distill_batch_size", None)

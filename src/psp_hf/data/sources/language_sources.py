@@ -4,16 +4,25 @@ Every source is one entry of a table (name, where it lies under the data folder,
 `psp languages` and `psp prepare language` choose and weight them by name:
 
     --sources default,python-docs,mlqe-pe=0.5     bitext: the default set, plus two more (mlqe-pe at half)
+    --sources default,everyday                     the default set and the everyday-register pairs (xsid, ud-atis,
+                                                   storybooks, diabla, xpersona) the language has
     --mono-sources default                         monolingual text of the language (every default source)
-    --non-commercial                               lets the non-commercial sources in (saudinewsnet, CC BY-NC-SA)
+    --non-commercial                               lets the non-commercial sources in (saudinewsnet, xnli-test,
+                                                   allset-grammar; named, or by `all`): never without this flag
 
 A weight W in (0, 1] keeps that fraction of a source, drawn evenly over it (seeded by its name); 0 leaves it out.
 (More than 1 is refused: the preparation drops exact duplicate pairs, so a repeated source would not count more.)
 A name the table knows but the language lacks (python-docs for de) is skipped and said so; an unknown name fails.
 
-`ud-pud` (the PUD treebank sentences, professionally translated) is no training source: it is the dev set that
-chooses checkpoints. `evaluation_filter` counts it among the evaluation sets, so its sentences are removed from
-every bitext and monolingual source like STS and Tatoeba ones are.
+A source with a cap (`ud-atis`: one narrow domain, flight queries) gives at most that many pairs, drawn evenly,
+before its weight applies.
+
+The dev sets are no training sources: `ud-pud` (the PUD treebank sentences, professionally translated: news and
+Wikipedia) and `xnli-dev` (XNLI's dev split: speech transcripts, letters, fiction and short crowd-written sentences,
+the register Tatoeba tests). `DEV_SETS` names them for `--dev`; the default, `pud+xnli`, scores a checkpoint by the
+mean of its mining accuracy on both. `evaluation_filter` counts both among the evaluation sets, so their sentences
+are removed from every bitext and monolingual source like STS and Tatoeba ones are; no name here reads them as
+training text.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ class Source:
     default: bool = True
     non_commercial: bool = False
     folder_language: str | None = None  # mono: the unlabeled/ folder when it is not the language's own (arz)
+    group: str | None = None  # a name that selects every source of the group at once (`everyday`)
+    cap: int | None = None  # at most this many pairs, drawn evenly, before the weight applies
 
     def path(self, data: Path, code: str) -> Path:
         """The source's file for language `code` under the data folder `data`."""
@@ -53,6 +64,12 @@ class Source:
 
 
 _DOCS = "bitext/docs/{name}/{{xx}}-en.tsv.gz"
+_EVERYDAY = "bitext/everyday/{name}/{{xx}}-en.tsv.gz"
+EVERYDAY = "everyday"  # the group of the everyday-register training pairs (data README, section 17)
+# UD-ATIS is one narrow domain (flight-booking queries, English side lowercase without punctuation): capped so that
+# it cannot outweigh the other everyday sources of tr (xsid 693, storybooks 368 pairs). Not yet set by a dev-set
+# measurement: a weight (`ud-atis=0.5`) or a longer cap is a one-line change here.
+UD_ATIS_CAP = 1_000
 BITEXT_SOURCES = {
     source.name: source
     for source in (
@@ -105,9 +122,87 @@ BITEXT_SOURCES = {
             "CC0 1.0 (post-edits; source text from Wikipedia, CC BY-SA)",
             default=False,
         ),
+        # The everyday register (section 17 of the data README): not in `default` until a dev-set measurement puts
+        # them there (results/everyday.md); `everyday` names them all.
+        Source(
+            "xsid",
+            _EVERYDAY.format(name="xsid"),
+            ("ar", "de", "tr", "zh"),
+            "CC BY-SA 4.0 (xSID voice-assistant requests)",
+            default=False,
+            group=EVERYDAY,
+        ),
+        Source(
+            "ud-atis",
+            _EVERYDAY.format(name="ud-atis"),
+            ("tr",),
+            "CC BY-SA 4.0 (UD Turkish-Atis / English-Atis flight queries)",
+            default=False,
+            group=EVERYDAY,
+            cap=UD_ATIS_CAP,
+        ),
+        Source(
+            "storybooks",
+            _EVERYDAY.format(name="storybooks"),
+            ALL_LANGUAGES,
+            "CC BY 3.0 / 4.0 (Global-ASP children's storybooks)",
+            default=False,
+            group=EVERYDAY,
+        ),
+        Source(
+            "diabla",
+            _EVERYDAY.format(name="diabla"),
+            ("fr",),
+            "CC BY-SA 4.0 (DiaBLa dialogue, reference translations)",
+            default=False,
+            group=EVERYDAY,
+        ),
+        Source(
+            "xpersona",
+            _EVERYDAY.format(name="xpersona"),
+            ("fr", "zh"),
+            "MIT (XPersona chit-chat, machine translation corrected by people)",
+            default=False,
+            group=EVERYDAY,
+        ),
+        # Opt-in only: non-commercial licences. Only with --non-commercial (named, or `all`); never in `default` or
+        # `everyday`.
+        Source(
+            "xnli-test",
+            "bitext/everyday/xnli/test/{xx}-en.tsv.gz",
+            ALL_LANGUAGES,
+            "CC BY-NC 4.0 (XNLI test split): non-commercial",
+            default=False,
+            non_commercial=True,
+        ),
+        Source(
+            "allset-grammar",
+            _EVERYDAY.format(name="allset-grammar"),
+            ("zh",),
+            "CC BY-NC-SA 3.0 (AllSet Chinese grammar wiki example sentences): non-commercial",
+            default=False,
+            non_commercial=True,
+        ),
     )
 }
 DEV_SOURCE = Source("ud-pud", "bitext/ud-pud/{xx}-en.tsv.gz", ALL_LANGUAGES, f"{CC_BY_SA_3} (UD PUD treebanks)")
+XNLI_DEV = Source(
+    "xnli-dev",
+    "bitext/everyday/xnli/dev/{xx}-en.tsv.gz",
+    ALL_LANGUAGES,
+    "CC BY-NC 4.0 (XNLI dev split; a dev set only: never trained on, nothing of it is in the model)",
+)
+# `--dev` of psp languages: the bitext dev sets by name. Every choice a build makes (its checkpoint; the sources,
+# weights, margins and teacher mix measured in results/) is made on the mean of the mining accuracies of
+# `DEFAULT_DEV`'s sets: PUD (news and Wikipedia) alone tied on changes that moved Tatoeba (everyday speech) by points.
+DEV_SETS: dict[str, tuple[Source, ...]] = {
+    "pud+xnli": (DEV_SOURCE, XNLI_DEV),
+    "pud": (DEV_SOURCE,),
+    "xnli": (XNLI_DEV,),
+}
+DEFAULT_DEV = "pud+xnli"
+# Names that can never be training text (the dev sets), refused by --sources with the reason.
+DEV_NAMES = {source.name for sources in DEV_SETS.values() for source in sources} | {"xnli", "xnli-dev", "ud-pud"}
 _MONO = "unlabeled/{folder}/%s/sentences.txt.gz"
 _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder language)
     ("ar", "saudinewsnet", "saudinewsnet", "CC BY-NC-SA 4.0 (SaudiNewsNet): non-commercial, research only", True, None),
@@ -125,6 +220,7 @@ _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder
     ("es", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
     ("de", "commonvoice", "commonvoice", "CC0 1.0 (Common Voice sentences)", False, None),
     ("de", "fortunes", "fortunes", "GPL-2+ (fortune files)", False, None),
+    ("zh", "dialogue", "dialogue", "Apache-2.0 (KdConv and CrossWOZ dialogue utterances)", False, None),
     # English text for every language: the teacher's vectors of general English keep the English rows where the
     # English student put them, while the bitext's English sides (software strings, captions) pull them toward their
     # register. Measured (results/multilingual-distillation.md, "English text beside the language's own"): 50,000
@@ -136,9 +232,19 @@ _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder
 )
 # language -> name -> Source: the same name may mean different folders in different languages.
 MONO_SOURCES: dict[str, dict[str, Source]] = {}
+# Named, not yet in `default` (the everyday register, data README section 17; `everyday` names it).
+_MONO_EVERYDAY = {("zh", "dialogue")}
 for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
+    _everyday = (_code, _name) in _MONO_EVERYDAY
     MONO_SOURCES.setdefault(_code, {})[_name] = Source(
-        _name, _MONO % _folder, (_code,), _licence, not _nc, _nc, _folder_language
+        _name,
+        _MONO % _folder,
+        (_code,),
+        _licence,
+        not _nc and not _everyday,
+        _nc,
+        _folder_language,
+        EVERYDAY if _everyday else None,
     )
 
 
@@ -168,7 +274,12 @@ def choose(
 ) -> list[tuple[Source, float]]:
     """The sources of `table` that `text` (`--sources` / `--mono-sources`) selects for language `code`."""
     chosen = parse_selection(text, flag)
-    known = set(table) | {"default", "all", "none"}
+    dev = sorted(name for name in chosen if name in DEV_NAMES and name not in table)
+    if dev:
+        raise PSPInputError(
+            f"{flag}: {', '.join(dev)} is a dev set (it chooses checkpoints and recipes): never training text"
+        )
+    known = set(table) | {"default", "all", "none", EVERYDAY}
     everywhere = set(BITEXT_SOURCES) | {name for sources in MONO_SOURCES.values() for name in sources}
     unknown = [name for name in chosen if name not in known and name not in everywhere]
     if unknown:
@@ -176,9 +287,9 @@ def choose(
     table = {name: source for name, source in table.items() if code in source.languages}
     names: dict[str, float] = {}
     for name, weight in chosen.items():
-        if name in ("default", "all"):
+        if name in ("default", "all", EVERYDAY):
             for source in table.values():
-                if name == "all" or source.default:
+                if name == "all" or (source.default if name == "default" else source.group == name):
                     if source.non_commercial and not non_commercial:
                         continue  # an opt-in source: named alone, and only with --non-commercial
                     names.setdefault(source.name, weight)
@@ -198,9 +309,9 @@ def choose(
     return selected
 
 
-def bitext_sources(code: str, text: str = "default") -> list[tuple[Source, float]]:
-    """The bitext sources that `--sources` selects for `code`."""
-    return choose(BITEXT_SOURCES, text, "--sources", code)
+def bitext_sources(code: str, text: str = "default", non_commercial: bool = False) -> list[tuple[Source, float]]:
+    """The bitext sources that `--sources` selects for `code` (a non-commercial one only with `non_commercial`)."""
+    return choose(BITEXT_SOURCES, text, "--sources", code, non_commercial)
 
 
 def mono_sources(code: str, text: str = "default", non_commercial: bool = False) -> list[tuple[Source, float]]:
@@ -208,12 +319,26 @@ def mono_sources(code: str, text: str = "default", non_commercial: bool = False)
     return choose(MONO_SOURCES.get(code, {}), text, "--mono-sources", code, non_commercial)
 
 
-def dev_file(data: Path, code: str) -> Path:
-    """The PUD dev pairs of `code` (fails naming the file when the data folder lacks it)."""
-    path = DEV_SOURCE.path(data, code)
+def dev_file(data: Path, code: str, source: Source = DEV_SOURCE) -> Path:
+    """The dev pairs of `code` in `source` (PUD unless named; fails naming the file when the data folder lacks it)."""
+    path = source.path(data, code)
     if not path.is_file():
-        raise PSPInputError(f"{code}: the PUD dev set is missing: {path}")
+        raise PSPInputError(f"{code}: the {source.name} dev set is missing: {path}")
     return path
+
+
+def dev_sets(selection: str) -> tuple[Source, ...]:
+    """The dev sets `--dev` names (none for `bitext`: pairs held back from the training data)."""
+    if selection == "bitext":
+        return ()
+    if selection not in DEV_SETS:
+        raise PSPInputError(f"--dev {selection!r}: give one of {', '.join([*DEV_SETS, 'bitext'])}")
+    return DEV_SETS[selection]
+
+
+def dev_files(data: Path, code: str, selection: str) -> list[Path]:
+    """The files of the dev sets `--dev` names for `code`, each checked to exist."""
+    return [dev_file(data, code, source) for source in dev_sets(selection)]
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -243,6 +368,8 @@ def stage_bitext(chosen: list[tuple[Source, float]], data: Path, code: str, fold
         if not path.is_file():
             raise PSPInputError(f"{code}: bitext source {source.name} missing: {path}")
         pairs = read_bitext(path, code)
+        if source.cap is not None and len(pairs) > source.cap:
+            pairs = even_sample(pairs, source.cap, source.name)
         pairs = even_sample(pairs, round(weight * len(pairs)), source.name) if weight < 1 else pairs
         staged = folder / f"{source.name}.tsv"
         staged.write_text(f"{code}\ten\n" + "".join(f"{a}\t{b}\n" for a, b in pairs), encoding="utf-8")
@@ -251,8 +378,17 @@ def stage_bitext(chosen: list[tuple[Source, float]], data: Path, code: str, fold
 
 
 def source_licences(chosen: list[tuple[Source, float]], kind: str) -> dict[str, dict]:
-    """`{name: {license, kind}}` as `registry_bitext.add_licences` records sources."""
-    return {source.name: {"license": source.license, "kind": kind, "weight": weight} for source, weight in chosen}
+    """`{name: {license, kind, weight, non_commercial}}` as `registry_bitext.add_licences` records sources."""
+    return {
+        source.name: {
+            "license": source.license,
+            "kind": kind,
+            "weight": weight,
+            "non_commercial": source.non_commercial,
+            **({"cap": source.cap} if source.cap is not None else {}),
+        }
+        for source, weight in chosen
+    }
 
 
 def prepare_mono(

@@ -89,11 +89,12 @@ class MultilingualArguments:
     mono_batch_size: int = field(
         default=128, metadata=setting("--mono-data sentences per training step (beside --batch-size pairs)", min=1)
     )
-    dev_bitext: str | None = field(
-        default=None,
+    dev_bitext: list[str] = field(
+        default_factory=list,
         metadata=setting(
-            "X-English pairs (TSV with a header '<lang>\\ten', .gz ok) that score checkpoints by mining accuracy "
-            "instead of pairs held back from --data (psp languages: the PUD sentences)",
+            "X-English pairs (TSVs with a header '<lang>\\ten', .gz ok) that score checkpoints by mining accuracy "
+            "instead of pairs held back from --data; with several files a checkpoint's score is the mean of theirs "
+            "(psp languages: the PUD sentences and XNLI's dev split); their pairs are never trained on",
             fixed_on_resume=True,
         ),
     )
@@ -150,9 +151,12 @@ def validate_multilingual(args) -> None:
     for path in args.mono_data:
         if not Path(path).is_file():
             raise PSPInputError(f"--mono-data {path}: no such file")
-    if args.dev_bitext is not None:
-        if not Path(args.dev_bitext).is_file():
-            raise PSPInputError(f"--dev-bitext {args.dev_bitext}: no such file")
+    if isinstance(args.dev_bitext, str):  # one file, as settings written before several dev sets give it
+        args.dev_bitext = [args.dev_bitext]
+    if args.dev_bitext:
+        for path in args.dev_bitext:
+            if not Path(path).is_file():
+                raise PSPInputError(f"--dev-bitext {path}: no such file")
         if args.resolved_kind() != "bitext" or args.dev not in ("auto", "bitext"):
             raise PSPInputError("--dev-bitext is a bitext dev set: it needs --lang xx and --dev auto or bitext")
 

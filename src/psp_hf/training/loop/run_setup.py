@@ -96,7 +96,10 @@ class RunSetup:
 
         self.kind = args.resolved_kind()
         self.distill_only = args.distill_only()
-        self.source = self.stream = self.bitext_teacher = self.bitext_dev = None
+        self.source = self.stream = self.bitext_teacher = None
+        # The bitext dev sets (one list of pairs per --dev-bitext file, or the pairs held back from --data).
+        self.bitext_dev: list[list[tuple[str, str]]] | None = None
+        self.dev_scores: list[float] = []  # the last evaluation's score on each of them
         self.mono_sentences: list[str] = []
         self.bitext_targets = "en"
         if args.data:
@@ -182,7 +185,9 @@ class RunSetup:
 
         args = self.args
         dev = args.resolved_dev() == "bitext"
-        outside = read_dev_pairs(args.dev_bitext, args.lang or self.source.first_column) if args.dev_bitext else []
+        lang = args.lang or self.source.first_column
+        dev_sets = [read_dev_pairs(path, lang) for path in args.dev_bitext]
+        outside = [pair for pairs in dev_sets for pair in pairs]
         distilling = args.pair_distill()
         if distilling:
             self.bitext_targets = resolved_targets(args, run_teacher_name(args))
@@ -197,8 +202,10 @@ class RunSetup:
         if dev:
             if not (outside or scan.dev):
                 raise PSPInputError(f"--dev bitext: none of the {scan.pairs} pairs of --data could be held back")
-            self.bitext_dev = outside or scan.dev
+            self.bitext_dev = dev_sets or [scan.dev]
             where = f"{len(outside):,} pairs of --dev-bitext" if outside else f"{len(scan.dev)} of {scan.pairs:,} pairs"
+            if len(dev_sets) > 1:
+                where += f" ({len(dev_sets)} sets, a checkpoint scored by the mean of their accuracies)"
             self.say(f"dev set: {where} held back (mining accuracy, both directions)")
         if distilling:
             if args.mono_data and args.mono_weight > 0:
@@ -227,7 +234,9 @@ class RunSetup:
         if self.bitext_dev is not None:
             from ..data.bitext_teacher import mining_accuracy
 
-            return mining_accuracy(self.cpu_encoder(), self.bitext_dev)
+            encoder = self.cpu_encoder()
+            self.dev_scores = [mining_accuracy(encoder, pairs) for pairs in self.bitext_dev]
+            return sum(self.dev_scores) / len(self.dev_scores)
         from ...evaluation import sts_dev_score
 
         return sts_dev_score(self.cpu_encoder(), split=self.dev_split, data_dir=self.args.data_dir)
@@ -267,6 +276,8 @@ class RunSetup:
         # A checkpoint written before a setting existed ran with that setting's default.
         saved = {**TrainingArguments().to_dict(), **saved_run.get("args", {})}
         current = self.args.to_dict()
+        if isinstance(saved.get("dev_bitext"), str):  # one file, as runs before several dev sets recorded it
+            saved["dev_bitext"] = [saved["dev_bitext"]]
         changed = [name for name in RESUME_FIXED if saved.get(name) != current.get(name)]
         if changed:
             details = "; ".join(

@@ -404,6 +404,8 @@ class Trainer(RunSetup):
                 self.dev_metric: score,
                 "best": state.best_score,
                 "best_step": state.best_step,
+                # Each --dev-bitext file's accuracy, in their order, when the score is the mean of several.
+                **({"dev_bitext_scores": self.dev_scores} if len(self.dev_scores) > 1 else {}),
             }
         )
         return score
