@@ -33,7 +33,9 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     for relative, chunk in (
         ("bitext/multi30k/de-en/train.tsv.gz", pairs[:300]),
         ("bitext/wmt-news/de-en.tsv.gz", pairs[300:]),
-        ("bitext/ud-pud/de-en.tsv.gz", pairs[:40]),  # the dev set (its pairs are removed from the training text)
+        # The two dev sets of the default rule (their pairs are removed from the training text).
+        ("bitext/ud-pud/de-en.tsv.gz", pairs[:40]),
+        ("bitext/everyday/xnli/dev/de-en.tsv.gz", pairs[40:80]),
     ):
         path = data / relative
         path.parent.mkdir(parents=True)
@@ -81,7 +83,7 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
     assert set(multilingual["tatoeba"]) == {"de"} and multilingual["tatoeba_error"] is not None
     card = (out / "multilingual" / "model" / "README.md").read_text()
     assert "p-sp-multilingual" in card and "- zh" in card and "the paper's seven models" in card
-    assert "de: bitext (" in card and "Dev set (checkpoints chosen on it" in card
+    assert "de: bitext (" in card and "Dev sets (" in card
     assert "p-sp-multilingual's Tatoeba is the mean" in (out / "summary.md").read_text()
     # A third run has nothing left to do (in this process: no start-up cost).
     from psp_hf.cli import main
