@@ -42,7 +42,7 @@ test-fast: venv $(DEBIAN_PACKAGES)
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q -m "not slow$(if $(HAS_APT_GET),, and not debian)"
 
-# Debian's Chromium for the browser test of `psp serve`'s page (issue 36), unpacked without installing: the
+# Debian's Chromium for the browser test of `psp serve`'s page, unpacked without installing: the
 # package, its data and the libraries a Debian 12 machine may lack (those installed are left out). The test reads it
 # from .cache/chromium/root and fails when it is missing.
 CHROMIUM_DEBS ?= chromium chromium-common libflac12 libxnvctrl0 libdouble-conversion3 libharfbuzz-subset0 libminizip1 \
@@ -65,7 +65,7 @@ bench: venv
 	$(PY) bench/eval.py
 	$(PY) bench/prepare.py
 
-# English text from Debian packages for the distillation corpus (issue 7), unpacked without installing:
+# English text from Debian packages for the distillation corpus, unpacked without installing:
 # WordNet glosses, the fortune collections, GCIDE, The Devil's Dictionary, the Jargon File. See
 # src/psp_hf/data/sources/registry_text.py for the licences; `psp prepare distill-corpus` finds them under .cache/registry-text/root.
 # GCIDE (dict-gcide) is left out by default: it is larger than all the rest together, and labelling it with the
@@ -80,7 +80,7 @@ registry-text: .cache/registry-text/.unpacked
 	for deb in .cache/registry-text/debs/*.deb; do dpkg -x $$deb .cache/registry-text/root; done
 	touch $@
 
-# X-English pairs from Debian packages (issue 13): FreeDict dictionaries (and Mueller's English-Russian one) and the
+# X-English pairs from Debian packages: FreeDict dictionaries (and Mueller's English-Russian one) and the
 # translated gettext catalogues of common programs, unpacked without installing; `psp prepare registry-bitext --lang
 # xx` reads them from .cache/registry-bitext/root. Debian has no Chinese-English dictionary; zh gets the zh_CN
 # catalogues, the English senses of CJK characters in the Unihan database (unicode-data) and CC-CEDICT (from PyPI,

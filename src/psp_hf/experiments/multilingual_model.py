@@ -1,4 +1,4 @@
-"""`psp languages --multilingual`: one model for all the languages of a run, p-sp-multilingual (issue 31, item 5).
+"""`psp languages --multilingual`: one model for all the languages of a run, p-sp-multilingual.
 
 It is built from what the per-language runs prepared, after them, in `OUT/multilingual/`:
 
