@@ -32,7 +32,7 @@ from .filters import (
     length_unit_for,
 )
 from .readers import Column, bitext_layout, paraphrase_layout
-from .runner import Recipe, run_recipe
+from .runner import Recipe, RunSettings, run_recipe
 
 __all__ = [
     "ModelScorer",
@@ -105,7 +105,7 @@ def prepare_paraphrases(
     evaluation sentences (`exclude_evaluation`: a side equal to a sentence of the data folder's evaluation sets,
     normalised), langid of both sides == `language`, paraphrase score in [min_score, max_score] (the input's score
     column, or the cosine of `score_model`). `langid_candidates` restricts the languages langid chooses from
-    (default: all 97 it knows). `run` takes the settings of `run_recipe` (push_to_hub, overwrite, header,
+    (default: all 97 it knows). `run` takes the fields of `runner.RunSettings` (push_to_hub, overwrite, header,
     skip_bad_lines, shuffle, seed, num_shards, vocab_size, train_tokenizer, batch_size, limit, ...).
     Returns the report (also written to `report/report.json`).
     """
@@ -160,7 +160,7 @@ def prepare_paraphrases(
         computes_score=score_model is not None,
         keeps_overlap=True,
     )
-    return run_recipe(recipe, inputs, out, lowercase=lowercase, **run)
+    return run_recipe(recipe, inputs, RunSettings(out=out, lowercase=lowercase, **run))
 
 
 def prepare_bitext(
@@ -187,7 +187,7 @@ def prepare_bitext(
     exact duplicates of the ordered pair, evaluation sentences (`exclude_evaluation`: a side equal to a sentence
     of STS, STS17, Tatoeba, ... by normalised exact match; see `evaluation_filter`), optionally langid (`lang`
     side is `lang`, English side is `en`), then a random order. The sentencepiece vocabulary is trained on both
-    sides together. `run` takes the settings of `run_recipe`, as for `prepare_paraphrases`.
+    sides together. `run` takes the fields of `runner.RunSettings`, as for `prepare_paraphrases`.
     """
     if not lang or lang == "en":
         raise PSPInputError(f"--lang must name the non-English language (e.g. de), got {lang!r}")
@@ -224,4 +224,4 @@ def prepare_bitext(
             "exclude_evaluation": exclude_evaluation,
         },
     )
-    return run_recipe(recipe, inputs, out, lowercase=lowercase, **run)
+    return run_recipe(recipe, inputs, RunSettings(out=out, lowercase=lowercase, **run))

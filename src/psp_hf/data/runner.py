@@ -135,184 +135,109 @@ def _batches(
 
 
 # ---------------------------------------------------------------------------------------------- the run
-def run_recipe(
-    recipe: Recipe,
-    inputs: Sequence[str | os.PathLike],
-    out: str | os.PathLike | None = None,
-    *,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    overwrite: bool = False,
-    header: str = "auto",
-    skip_bad_lines: bool = False,
-    shuffle: bool = True,
-    seed: int = 0,
-    num_shards: int | None = None,
-    vocab_size: int = 50000,
-    train_tokenizer: bool = True,
-    lowercase: bool = True,
-    batch_size: int = 8192,
-    limit: int | None = None,
-    command: str | None = None,
-    progress: bool = False,
-    tokenizer_texts: Sequence[str] = (),
-) -> dict:
-    """Run `recipe` over `inputs` into the folder `out` and/or the Hub dataset repo `push_to_hub`.
+@dataclass
+class RunSettings:
+    """How `run_recipe` runs a recipe: where the output goes, how the inputs are read, the shards, the vocabulary.
 
+    `out`: the datasets folder to write; `push_to_hub`: the Hub dataset repo to push it to (one or both).
     `tokenizer_texts`: more text the vocabulary is trained on besides the pairs (the monolingual text a
-    multilingual-distillation run also reads), so its words have pieces of their own.
-
-    Returns the report (also written to `report/report.json`).
+    multilingual-distillation run also reads), so its words have pieces of their own. `command`: the command line
+    the report records (default: one built from the recipe's kind and inputs).
     """
-    if out is None and push_to_hub is None:
-        raise PSPInputError("give --output DIR, --push-to-hub REPO, or both")
-    if batch_size < 1 or (num_shards is not None and num_shards < 1) or vocab_size < 1:
-        raise PSPInputError("--batch-size, --num-shards and --vocab-size must be positive")
-    paths = check_inputs(inputs)
-    out = None if out is None else Path(out)
-    if out is not None:
-        check_output_folder(out, overwrite, inputs=paths)
-    if push_to_hub is not None:
-        check_repo_id(push_to_hub)
-    bad_lines = BadLines()
-    readers = [_LazyReader(path, recipe.layout, header, skip_bad_lines, bad_lines) for path in paths]
-    if recipe.needs_score:
-        for reader in readers:
-            if not reader.has_score:
-                raise PSPInputError(
-                    f"{reader.stats.path}: no score column for the paraphrase-score filter; give --score-column, "
-                    "--score-model MODEL to compute scores, or --no-score-filter"
-                )
-    chain = FilterChain(recipe.steps())
-    import pyarrow as pa
 
-    columns = list(recipe.sides)
-    with_score = recipe.computes_score or any(reader.has_score for reader in readers)
-    columns += ["score"] if with_score else []
-    columns += ["overlap"] if recipe.keeps_overlap else []
-    schema = pa.schema([pa.field(name, pa.string() if name in recipe.sides else pa.float32()) for name in columns])
+    out: str | os.PathLike | None = None
+    push_to_hub: str | None = None
+    private: bool = False
+    overwrite: bool = False
+    header: str = "auto"
+    skip_bad_lines: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    num_shards: int | None = None
+    vocab_size: int = 50000
+    train_tokenizer: bool = True
+    lowercase: bool = True
+    batch_size: int = 8192
+    limit: int | None = None
+    command: str | None = None
+    progress: bool = False
+    tokenizer_texts: Sequence[str] = ()
 
-    def to_columns(batch: PairBatch) -> dict:
-        data = {recipe.sides[0]: batch.first.tolist(), recipe.sides[1]: batch.second.tolist()}
-        if with_score:
+    def check(self) -> None:
+        """Refuse settings that cannot run, before anything is read."""
+        if self.out is None and self.push_to_hub is None:
+            raise PSPInputError("give --output DIR, --push-to-hub REPO, or both")
+        if self.batch_size < 1 or (self.num_shards is not None and self.num_shards < 1) or self.vocab_size < 1:
+            raise PSPInputError("--batch-size, --num-shards and --vocab-size must be positive")
+
+
+@dataclass
+class _Output:
+    """The columns a recipe writes over given inputs, and their Arrow schema."""
+
+    recipe: Recipe
+    columns: list[str]
+    with_score: bool
+    schema: object  # pyarrow.Schema
+
+    @classmethod
+    def of(cls, recipe: Recipe, readers: Sequence[_LazyReader]) -> _Output:
+        import pyarrow as pa
+
+        columns = list(recipe.sides)
+        with_score = recipe.computes_score or any(reader.has_score for reader in readers)
+        columns += ["score"] if with_score else []
+        columns += ["overlap"] if recipe.keeps_overlap else []
+        schema = pa.schema([pa.field(name, pa.string() if name in recipe.sides else pa.float32()) for name in columns])
+        return cls(recipe, columns, with_score, schema)
+
+    def to_columns(self, batch: PairBatch) -> dict:
+        import pyarrow as pa
+
+        sides = self.recipe.sides
+        data = {sides[0]: batch.first.tolist(), sides[1]: batch.second.tolist()}
+        if self.with_score:
             data["score"] = pa.array(batch.score, type=pa.float32(), from_pandas=True)
-        if recipe.keeps_overlap:
+        if self.recipe.keeps_overlap:
             data["overlap"] = batch.overlap.astype(np.float32)
         return data
 
+
+def run_recipe(recipe: Recipe, inputs: Sequence[str | os.PathLike], settings: RunSettings) -> dict:
+    """Run `recipe` over `inputs` into the folder `settings.out` and/or the Hub dataset repo `settings.push_to_hub`.
+
+    Returns the report (also written to `report/report.json`).
+    """
+    settings.check()
+    paths = check_inputs(inputs)
+    out = None if settings.out is None else Path(settings.out)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_staging(out)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-        make_folder_follow_umask(staging)  # it becomes `out`
-    else:
-        staging = Path(tempfile.mkdtemp(prefix="psp-prepare-"))
+        check_output_folder(out, settings.overwrite, inputs=paths)
+    if settings.push_to_hub is not None:
+        check_repo_id(settings.push_to_hub)
+    opened = _open_inputs(recipe, paths, settings)
+    chain = FilterChain(recipe.steps())
+    output = _Output.of(recipe, opened.readers)
+    staging = _staging_folder(out)
     keep_staging = False
     try:
-        shard_count = num_shards or estimate_num_shards(paths)
-        writer = ShardWriter(staging / DATA_DIR, schema, seed=seed if shuffle else None, num_shards=shard_count)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(unit=" pairs", desc=f"prepare {recipe.kind}", file=sys.stderr)
-        started, started_cpu = time.perf_counter(), time.process_time()
-        try:
-            for number, (first, second, score) in enumerate(_batches(readers, batch_size, limit)):
-                if number == 0 and recipe.declared_languages:
-                    _warn_on_other_language(first, second, recipe.declared_languages)
-                batch = chain.apply(PairBatch.from_lists(first, second, score))
-                if len(batch):
-                    writer.write(to_columns(batch))
-                if bar is not None:
-                    bar.update(len(first))
-            shards = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
-        filter_seconds = time.perf_counter() - started
-        if chain.pairs_out == 0:  # an empty dataset is no success (a header-only file, --lang fr on de-en data)
-            removed = ", ".join(
-                f"{stats.name} {stats.removed:,}" for stats in chain.stats if stats.enabled and stats.removed
-            )
-            raise PSPInputError(
-                f"no pairs left to write: {chain.pairs_in:,} read"
-                + (f", removed by {removed}" if removed else "")
-                + "; check the inputs and the options (--lang, --columns, the filters); nothing was written"
-            )
-        seconds = {
-            "filter_and_write": round(filter_seconds, 3),
-            "filter_and_write_cpu": round(time.process_time() - started_cpu, 3),
-            "tokenizer": 0.0,
-        }
-
-        tokenizer_info = None
-        if train_tokenizer and chain.pairs_out:
-            started = time.perf_counter()
-            tokenizer = _train_tokenizer(
-                shards, columns[:2], vocab_size, staging / TOKENIZER_DIR, lowercase, tokenizer_texts
-            )
-            seconds["tokenizer"] = round(time.perf_counter() - started, 3)
-            tokenizer_info = {
-                "path": TOKENIZER_DIR,
-                "pieces": len(tokenizer),
-                "vocab_size_asked": vocab_size,
-                "lowercase": lowercase,
-                "trained_on": columns[:2],
-                **({"extra_texts": len(tokenizer_texts)} if tokenizer_texts else {}),
-            }
-            if len(tokenizer) < vocab_size:
-                from .checks import vocabulary_warning
-
-                tokenizer_info["warning"] = vocabulary_warning(len(tokenizer), vocab_size)
-        options = {
-            **recipe.options,
-            "shuffle": shuffle,
-            "seed": seed,
-            "skip_bad_lines": skip_bad_lines,
-            "header": header,
-            "vocab_size": vocab_size,
-            "train_tokenizer": train_tokenizer,
-            "limit": limit,
-        }
-        report = {
-            "kind": recipe.kind,
-            "lang": recipe.languages[0],
-            "languages": recipe.languages,
-            "columns": columns,
-            "command": command or f"psp prepare {recipe.kind} " + " ".join(str(p) for p in paths),
-            "options": options,
-            "psp_hf_version": _psp_version(),
-            "inputs": [vars(reader.stats) for reader in readers],
-            "bad_lines": {"count": bad_lines.count, "examples": bad_lines.examples},
-            "pairs_in": chain.pairs_in,
-            "pairs_out": chain.pairs_out,
-            "steps": _step_report(chain),
-            "histograms": _histograms(chain),
-            "num_shards": len(shards),
-            "shards": [f"{DATA_DIR}/{path.name}" for path in shards],
-            "tokenizer": tokenizer_info,
-            "seconds": seconds,
-            "pairs_per_second": chain.pairs_in / filter_seconds if filter_seconds > 0 else 0.0,
-            "repo_id": push_to_hub,
-            "out": None if out is None else str(out),
-        }
+        written = _filter_and_write(recipe, opened, chain, output, staging, settings)
+        _check_not_empty(chain)
+        tokenizer_info = _tokenizer_step(written, output, staging, settings)
+        report = _report(recipe, opened, chain, output, written, tokenizer_info, settings)
         write_report(report, staging / REPORT_DIR)
         (staging / "README.md").write_text(dataset_card(report), encoding="utf-8")
         if out is not None:
             _publish(staging, out)
             report["path"] = str(out)
-        if push_to_hub is not None:
+        if settings.push_to_hub is not None:
             from .dataset_repo import push_dataset
 
             try:
                 report["url"] = push_dataset(
                     out if out is not None else staging,
-                    push_to_hub,
-                    private=private,
+                    settings.push_to_hub,
+                    private=settings.private,
                     commit_message=f"psp prepare {recipe.kind}: {chain.pairs_out:,} pairs",
                 )
             except Exception:
@@ -323,6 +248,174 @@ def run_recipe(
     finally:
         if staging.exists() and not keep_staging:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+@dataclass
+class _Inputs:
+    """The checked input files, a reader for each, and the bad lines they share."""
+
+    paths: list[Path]
+    readers: list[_LazyReader]
+    bad_lines: BadLines
+
+
+@dataclass
+class _Written:
+    """The shards written, and the seconds it took (filtering and writing, then the vocabulary)."""
+
+    shards: list[Path]
+    seconds: dict[str, float]
+    pairs_per_second: float
+
+
+def _open_inputs(recipe: Recipe, paths: list[Path], settings: RunSettings) -> _Inputs:
+    """A reader per input, each header checked; an input without the score column a recipe needs is refused."""
+    bad_lines = BadLines()
+    readers = [_LazyReader(path, recipe.layout, settings.header, settings.skip_bad_lines, bad_lines) for path in paths]
+    if recipe.needs_score:
+        for reader in readers:
+            if not reader.has_score:
+                raise PSPInputError(
+                    f"{reader.stats.path}: no score column for the paraphrase-score filter; give --score-column, "
+                    "--score-model MODEL to compute scores, or --no-score-filter"
+                )
+    return _Inputs(paths, readers, bad_lines)
+
+
+def _staging_folder(out: Path | None) -> Path:
+    """The folder the output is built in: beside `out` (moved into place at the end), or a temporary one."""
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="psp-prepare-"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    make_folder_follow_umask(staging)  # it becomes `out`
+    return staging
+
+
+def _filter_and_write(
+    recipe: Recipe, inputs: _Inputs, chain: FilterChain, output: _Output, staging: Path, settings: RunSettings
+) -> _Written:
+    """Read, filter and write the shards into `staging`."""
+    shard_count = settings.num_shards or estimate_num_shards(inputs.paths)
+    writer = ShardWriter(
+        staging / DATA_DIR, output.schema, seed=settings.seed if settings.shuffle else None, num_shards=shard_count
+    )
+    bar = None
+    if settings.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(unit=" pairs", desc=f"prepare {recipe.kind}", file=sys.stderr)
+    started, started_cpu = time.perf_counter(), time.process_time()
+    try:
+        for number, (first, second, score) in enumerate(_batches(inputs.readers, settings.batch_size, settings.limit)):
+            if number == 0 and recipe.declared_languages:
+                _warn_on_other_language(first, second, recipe.declared_languages)
+            batch = chain.apply(PairBatch.from_lists(first, second, score))
+            if len(batch):
+                writer.write(output.to_columns(batch))
+            if bar is not None:
+                bar.update(len(first))
+        shards = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    filter_seconds = time.perf_counter() - started
+    seconds = {
+        "filter_and_write": round(filter_seconds, 3),
+        "filter_and_write_cpu": round(time.process_time() - started_cpu, 3),
+        "tokenizer": 0.0,
+    }
+    return _Written(shards, seconds, chain.pairs_in / filter_seconds if filter_seconds > 0 else 0.0)
+
+
+def _check_not_empty(chain: FilterChain) -> None:
+    """An empty dataset is no success (a header-only file, --lang fr on de-en data)."""
+    if chain.pairs_out:
+        return
+    removed = ", ".join(f"{stats.name} {stats.removed:,}" for stats in chain.stats if stats.enabled and stats.removed)
+    raise PSPInputError(
+        f"no pairs left to write: {chain.pairs_in:,} read"
+        + (f", removed by {removed}" if removed else "")
+        + "; check the inputs and the options (--lang, --columns, the filters); nothing was written"
+    )
+
+
+def _tokenizer_step(written: _Written, output: _Output, staging: Path, settings: RunSettings) -> dict | None:
+    """Train the vocabulary on the written pairs (when asked; its seconds go to `written`); its report entry."""
+    if not settings.train_tokenizer:
+        return None
+    started = time.perf_counter()
+    columns = output.columns
+    tokenizer = _train_tokenizer(
+        written.shards,
+        columns[:2],
+        settings.vocab_size,
+        staging / TOKENIZER_DIR,
+        settings.lowercase,
+        settings.tokenizer_texts,
+    )
+    written.seconds["tokenizer"] = round(time.perf_counter() - started, 3)
+    info = {
+        "path": TOKENIZER_DIR,
+        "pieces": len(tokenizer),
+        "vocab_size_asked": settings.vocab_size,
+        "lowercase": settings.lowercase,
+        "trained_on": columns[:2],
+        **({"extra_texts": len(settings.tokenizer_texts)} if settings.tokenizer_texts else {}),
+    }
+    if len(tokenizer) < settings.vocab_size:
+        from .checks import vocabulary_warning
+
+        info["warning"] = vocabulary_warning(len(tokenizer), settings.vocab_size)
+    return info
+
+
+def _report(
+    recipe: Recipe,
+    inputs: _Inputs,
+    chain: FilterChain,
+    output: _Output,
+    written: _Written,
+    tokenizer_info: dict | None,
+    settings: RunSettings,
+) -> dict:
+    """The run's report: settings, inputs, what each step removed, the shards, the vocabulary, the timings."""
+    options = {
+        **recipe.options,
+        "shuffle": settings.shuffle,
+        "seed": settings.seed,
+        "skip_bad_lines": settings.skip_bad_lines,
+        "header": settings.header,
+        "vocab_size": settings.vocab_size,
+        "train_tokenizer": settings.train_tokenizer,
+        "limit": settings.limit,
+    }
+    return {
+        "kind": recipe.kind,
+        "lang": recipe.languages[0],
+        "languages": recipe.languages,
+        "columns": output.columns,
+        "command": settings.command or f"psp prepare {recipe.kind} " + " ".join(str(p) for p in inputs.paths),
+        "options": options,
+        "psp_hf_version": _psp_version(),
+        "inputs": [vars(reader.stats) for reader in inputs.readers],
+        "bad_lines": {"count": inputs.bad_lines.count, "examples": inputs.bad_lines.examples},
+        "pairs_in": chain.pairs_in,
+        "pairs_out": chain.pairs_out,
+        "steps": _step_report(chain),
+        "histograms": _histograms(chain),
+        "num_shards": len(written.shards),
+        "shards": [f"{DATA_DIR}/{path.name}" for path in written.shards],
+        "tokenizer": tokenizer_info,
+        "seconds": written.seconds,
+        "pairs_per_second": written.pairs_per_second,
+        "repo_id": settings.push_to_hub,
+        "out": None if settings.out is None else str(Path(settings.out)),
+    }
 
 
 def remove_stale_staging(out: Path) -> list[Path]:

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,6 +18,18 @@ from ..arguments.training_arguments import DEV_SPLITS, RESUME_FIXED, TrainingArg
 from ..reporting.metrics_log import MetricsLog
 from .checkpoint import CheckpointStore, TrainState
 from .miner import make_miner
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from ...modeling import PSPModel
+    from ..data.bitext_teacher import BitextTeacher
+    from ..data.pairs import PairSource, PairStream
+    from ..data.teacher_corpus import TeacherCorpus
+    from ..losses.matryoshka import NestedDims
+    from .miner import MegaBatchMiner
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +69,43 @@ class RunSetup:
         self.output_dir = Path(args.output_dir)
         self.training_dir = self.output_dir / "training"
         self.checkpoints = CheckpointStore(self.training_dir)
-        self.push_status = 0
+        self.push_status = 0  # the Hub push's exit status (run_end.finish_run sets it)
+        # What a run holds, all of it built by `_setup()` (at the start of `train()`, not here: it does the work).
+        # Processes (Accelerate).
+        self.accelerator: Accelerator | None = None
+        self.is_main = False
+        self.rank = 0
+        self.world_size = 1
+        self.device: torch.device | None = None
+        self.metrics: MetricsLog | None = None
+        # The data: the pairs, the corpus stream (distillation), the bitext teacher (multilingual distillation).
+        self.kind: str | None = None  # the pairs' kind: paraphrase, bitext or mixed (TrainingArguments.resolved_kind)
+        self.distill_only = False
+        self.source: PairSource | None = None
+        self.stream: PairStream | None = None
+        self.bitext_teacher: BitextTeacher | None = None
+        self.bitext_targets = "en"  # what multilingual distillation pulls each side toward (--bitext-targets)
+        # The bitext dev sets (one list of pairs per --dev-bitext file, or the pairs held back from --data).
+        self.bitext_dev: list[list[tuple[str, str]]] | None = None
+        self.dev_scores: list[float] = []  # the last evaluation's score on each of them
+        self.mono_sentences: list[str] = []
+        self.corpus: TeacherCorpus | None = None  # or its MonoCorpus subclass (--mono-data)
+        self.distilling = False  # a corpus stream with a positive weight
+        self.teacher_threshold: float | None = None  # negatives the teacher scores above this are skipped
+        # The model and its optimizers.
+        self.tokenizer: PreTrainedTokenizerFast | None = None
+        self.backend: Tokenizer | None = None  # the tokenizer's fast backend, without padding or truncation
+        self.model: PSPModel | None = None
+        self.projection: torch.nn.Linear | None = None  # the map into the teacher's space (dims differ)
+        self.nested: NestedDims | None = None  # the Matryoshka prefix lengths and weights
+        self.sparse = False
+        self.encoder_module: torch.nn.Module | None = None  # TrainingEncoder, prepared by Accelerate
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.miner: MegaBatchMiner | None = None
+        # Progress: the counters a checkpoint saves, and the dev set.
+        self.state = TrainState()
+        self.dev_split: str | None = None
+        self.dev_metric = ""
 
     def say(self, message: str) -> None:
         if self.is_main and not self.args.quiet:
@@ -96,12 +145,6 @@ class RunSetup:
 
         self.kind = args.resolved_kind()
         self.distill_only = args.distill_only()
-        self.source = self.stream = self.bitext_teacher = None
-        # The bitext dev sets (one list of pairs per --dev-bitext file, or the pairs held back from --data).
-        self.bitext_dev: list[list[tuple[str, str]]] | None = None
-        self.dev_scores: list[float] = []  # the last evaluation's score on each of them
-        self.mono_sentences: list[str] = []
-        self.bitext_targets = "en"
         if args.data:
             self.source = PairSource(
                 args.data,
@@ -126,7 +169,6 @@ class RunSetup:
                 world_size=self.world_size,
                 exclude=held_back,
             )
-        self.corpus = None
         if self.mono_sentences:  # multilingual distillation's monolingual text: the corpus stream's place
             from ..data.multilingual import MonoCorpus
 
@@ -334,7 +376,6 @@ class RunSetup:
         if self.model.piece_weights is not None:
             # SIF weights are frequencies, not parameters: they stay as computed.
             self.model.piece_weights.requires_grad_(False)
-        self.projection = None
         if (self.distilling or self.bitext_teacher is not None) and teacher.dim != encoder.dim:
             # encoder.dim: 2 x --dim for a concatenation
             torch.manual_seed(args.seed + 1)

@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -45,6 +46,9 @@ from .run_end import finish_run
 from .run_setup import RunSetup
 from .stopping import TrainingStopped, in_main_thread, stop_on_sigterm
 
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
+
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
@@ -52,7 +56,15 @@ class Trainer(RunSetup):
     """Trains a P-SP model as `TrainingArguments` say; `train()` returns the final model folder.
 
     `Trainer(args, data=...)` takes the pairs as a `datasets` object or a list of pairs instead of `args.data`.
+    What the run holds is declared in `RunSetup.__init__`; the loop's own bookkeeping here.
     """
+
+    def __init__(self, args: TrainingArguments, data=None):
+        super().__init__(args, data=data)
+        self.progress: tqdm | None = None  # the progress bar
+        self.next_save: int | None = None  # the step of the next checkpoint (--save-every)
+        self.window: LogWindow | None = None  # the sums since the last log line
+        self.tick = 0.0  # when training time last started counting (time.perf_counter)
 
     def train(self) -> Path:
         """Run (or continue) training, write the final model folder, push it if asked; returns the folder."""
@@ -68,7 +80,7 @@ class Trainer(RunSetup):
             where = error.filename or self.output_dir
             raise PSPInputError(f"cannot write {where}: {error.strerror}") from None
         finally:
-            sink = getattr(getattr(self, "metrics", None), "sink", None)
+            sink = getattr(self.metrics, "sink", None)
             if sink is not None:
                 sink.close()
             if previous is not None:
