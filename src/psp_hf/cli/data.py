@@ -56,11 +56,8 @@ def run(args: argparse.Namespace) -> int:
     languages = [code.strip() for code in args.langs.split(",") if code.strip()] if args.langs else None
     items = items_for(args.purpose, languages, args.wikipedia_sentences)
 
-    def say(line: str) -> None:
-        logger.info(line)
-
-    say(f"fetching {len(items)} Hub set(s) into {out} (--for {args.purpose}); a rerun resumes")
-    done = fetch(out, items, progress=not args.quiet and sys.stderr.isatty(), say=say)
+    logger.info(f"fetching {len(items)} Hub set(s) into {out} (--for {args.purpose}); a rerun resumes")
+    done = fetch(out, items, progress=not args.quiet and sys.stderr.isatty())
     skipped = f", {len(done['skipped'])} already there" if done["skipped"] else ""
-    say(f"done: {len(done['fetched'])} file(s) written{skipped}; sources and revisions in {out}/SOURCES.tsv")
+    logger.info(f"done: {len(done['fetched'])} file(s) written{skipped}; sources and revisions in {out}/SOURCES.tsv")
     return 0

@@ -13,13 +13,13 @@ skips every file listed with a matching checksum: a killed or failed fetch resum
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..evaluation.data import sha256_file
 from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
 from ..io.files import atomic_path, iter_tsv
 from ..public_data import FetchItem, HubReadError, check_split, forget_revisions, read_rows
@@ -66,20 +66,12 @@ def _write_table(path: Path, columns: Sequence[str], rows: dict[str, tuple[str, 
         )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _done(out: Path, item: FetchItem, manifest: dict, sources: dict) -> bool:
     for name in item.paths:
         path = out / name
         if name not in sources or name not in manifest or not path.is_file():
             return False
-        if sources[name]["dataset"] != item.hub_set.repo_id or manifest[name][3] != _sha256(path):
+        if sources[name]["dataset"] != item.hub_set.repo_id or manifest[name][3] != sha256_file(path):
             return False
     return True
 
@@ -121,7 +113,7 @@ def fetch(
             ) from None
         for name in item.paths:
             path = out / name
-            manifest[name] = (name, str(records), str(path.stat().st_size), _sha256(path))
+            manifest[name] = (name, str(records), str(path.stat().st_size), sha256_file(path))
             sources[name] = {
                 "dataset": item.hub_set.repo_id,
                 "config": item.config,
