@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data_folder import existing_data_dir
 from ..errors import PSPInputError
-from ..inference.ratio_margin import margin_retrieval_errors, retrieval_errors
+from ..inference.ratio_margin import margin_retrieval_errors
 from . import data as data_module
 from . import senteval
 from .adapters import EncoderAdapter
@@ -159,6 +159,8 @@ def _run_tatoeba(run: _Run, task: str) -> dict:
 def _run_bitext_dev(run: _Run, task: str) -> dict:
     """Retrieval error (%, nearest cosine, mean of both directions) on the dev pairs of `task` (xnli-dev, pud-dev)
     of the run's Tatoeba languages that have them (`all`: every language with a file)."""
+    from .metrics.bitext_mining import nearest_neighbour_errors  # Tatoeba's retrieval, as its metric scores it
+
     languages = list(run.tatoeba_languages)
     if [language.lower() for language in languages] == ["all"]:
         languages = data_module.bitext_dev_languages(run.data_dir, task)
@@ -174,7 +176,7 @@ def _run_bitext_dev(run: _Run, task: str) -> dict:
     at = 0
     for bitext in bitexts:
         n = len(bitext)
-        xx_to_en, en_to_xx = retrieval_errors(embeddings[at : at + n], embeddings[at + n : at + 2 * n])
+        xx_to_en, en_to_xx = nearest_neighbour_errors(embeddings[at : at + n], embeddings[at + n : at + 2 * n])
         at += 2 * n
         out[bitext.language] = {
             "error_rate": 50 * (xx_to_en + en_to_xx),

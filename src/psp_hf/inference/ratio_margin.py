@@ -51,12 +51,3 @@ def margin_retrieval_errors(source: np.ndarray, target: np.ndarray, k: int = 4) 
     gold = np.arange(len(margins))
     # argmax takes the first maximum: ties resolve the same way on every run.
     return float(np.mean(margins.argmax(axis=1) != gold)), float(np.mean(margins.argmax(axis=0) != gold))
-
-
-def retrieval_errors(source: np.ndarray, target: np.ndarray) -> tuple[float, float]:
-    """Error rates (source->target, target->source) of retrieval by highest cosine; row i pairs with row i."""
-    from .similarity import unit_rows
-
-    similarity = unit_rows(np.asarray(source, dtype=np.float32)) @ unit_rows(np.asarray(target, dtype=np.float32)).T
-    gold = np.arange(len(similarity))
-    return float(np.mean(similarity.argmax(axis=1) != gold)), float(np.mean(similarity.argmax(axis=0) != gold))
