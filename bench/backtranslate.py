@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 def bitext(folder: Path, limit: int) -> Path:
     """`limit` lines of cs–en bitext (Multi30k val when the data folder has it)."""
     from psp_hf.data_folder import data_dir
-    from psp_hf.io.files import iter_tsv
+    from psp_hf.io.reading import iter_tsv
 
     path = folder / "bitext.tsv"
     source = data_dir() / "bitext" / "multi30k" / "cs-en" / "val.tsv.gz"

@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(table)
     print(text)
     if args.json:
-        from psp_hf.io.files import atomic_path
+        from psp_hf.io.writing import atomic_path
 
         with atomic_path(args.json) as tmp:
             tmp.write_text(json.dumps({**table, "markdown": text}, indent=2) + "\n", encoding="utf-8")

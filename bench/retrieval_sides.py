@@ -70,7 +70,7 @@ def main() -> None:
 
 def sample_lines(path: Path, count: int, seed: int) -> list[str]:
     """`count` non-empty lines of a text file (gzip when it ends in .gz), drawn evenly at random (seeded)."""
-    from psp_hf.io.files import open_text
+    from psp_hf.io.reading import open_text
 
     with open_text(path) as handle:
         lines = [line.strip() for line in handle if line.strip()]

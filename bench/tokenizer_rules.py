@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timings of each; the best is reported")
     args = parser.parse_args(argv)
 
-    from psp_hf.io.files import open_text
+    from psp_hf.io.reading import open_text
 
     tokenizers = _variants(Path(args.model) / "tokenizer.json")
     print("\n| text | sentences | without the rules, sentences/s | with them | with / without |")

@@ -47,7 +47,7 @@ def existing_data_dir(path: str | os.PathLike | None = None) -> Path:
 def sts_sentences(root: str | os.PathLike | None = None) -> list[str]:
     """Every sentence of STS 2012–2016 (both sides, file order)."""
     sentences: list[str] = []
-    from .io.files import iter_tsv as numbered_rows
+    from .io.reading import iter_tsv as numbered_rows
 
     for year in ("STS12", "STS13", "STS14", "STS15", "STS16"):
         for path in sorted((data_dir(root) / "sts" / "en" / year).glob("*.tsv")):
@@ -58,7 +58,7 @@ def sts_sentences(root: str | os.PathLike | None = None) -> list[str]:
 
 def english_training_text(root: str | os.PathLike | None = None) -> Iterator[str]:
     """English non-evaluation text: Flickr30k caption pairs (train) and the WMT news English sides."""
-    from .io.files import iter_tsv as numbered_rows
+    from .io.reading import iter_tsv as numbered_rows
 
     base = data_dir(root)
     for _, row in numbered_rows(base / "paraphrase" / "en" / "flickr30k-captions" / "train.pairs.tsv.gz", header=True):

@@ -23,7 +23,7 @@ from psp_hf.backtranslation import filters as bt_filters
 from psp_hf.backtranslation.pipeline import read_translations
 from psp_hf.backtranslation.translate import Translator, length_sorted_batches
 from psp_hf.cli import main
-from psp_hf.io.files import iter_tsv
+from psp_hf.io.reading import iter_tsv
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parents[2]

@@ -104,7 +104,7 @@ def test_embed_disk_full_is_one_line_and_leaves_nothing(model_dir, tmp_path, cap
     def full(self, rows):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("psp_hf.io.files.NpyRowWriter.write", full)
+    monkeypatch.setattr("psp_hf.io.npy.NpyRowWriter.write", full)
     assert main(["embed", str(source), "-m", str(model_dir), "-o", str(out)]) == 2
     _one_error_line(capsys.readouterr().err, "out.npy: cannot write it: no space left on the device")
     np.testing.assert_array_equal(np.load(out), np.arange(3, dtype=np.float32))

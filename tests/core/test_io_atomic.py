@@ -1,4 +1,5 @@
-"""psp_hf.io.files's atomic writer and .npy writers: modes, stale temporaries, disk-full errors, input checks."""
+"""psp_hf.io.writing's atomic writer, psp_hf.io.npy's .npy writers and psp_hf.io.reading's input checks: modes,
+stale temporaries, disk-full errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 
 from psp_hf.errors import PSPInputError
-from psp_hf.io.files import NpyRowWriter, atomic_path, check_input, check_output, iter_raw_lines, open_npy_for_writing
+from psp_hf.io.npy import NpyRowWriter, open_npy_for_writing
+from psp_hf.io.reading import check_input, iter_raw_lines
+from psp_hf.io.writing import atomic_path, check_output
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def model(tmp_path_factory) -> Path:
 
 
 def test_a_truncated_gz_names_the_line_where_its_data_ends(tmp_path, model):
-    from psp_hf.io.files import TruncatedInputError, iter_raw_lines
+    from psp_hf.io.reading import TruncatedInputError, iter_raw_lines
 
     path = tmp_path / "sentences.txt.gz"
     text = "".join(f"a dog runs in the park number {i}\n" for i in range(60_000)).encode()

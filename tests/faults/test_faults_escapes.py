@@ -58,7 +58,7 @@ def test_args_json_is_never_written_through_a_link_by_way_of_proc_root(tmp_path,
 
 def test_a_link_to_a_descriptor_open_only_for_reading_is_refused(tmp_path):
     from psp_hf.errors import PSPInputError
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     victim = _victim(tmp_path)
     link = tmp_path / "out.txt"
@@ -71,7 +71,7 @@ def test_a_link_to_a_descriptor_open_only_for_reading_is_refused(tmp_path):
 
 
 def test_a_descriptor_of_this_process_open_for_writing_is_written_into(tmp_path):
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     read_end, write_end = os.pipe()  # what a shell's process substitution, -o >(gzip > x), hands over as /dev/fd/N
     try:
@@ -113,7 +113,7 @@ def test_a_model_subfolder_linking_elsewhere_is_refused_before_training(tmp_path
 
 def test_an_atomic_write_below_an_output_folder_refuses_a_linked_folder(tmp_path):
     from psp_hf.errors import PSPInputError
-    from psp_hf.io.files import atomic_path, output_folder
+    from psp_hf.io.writing import atomic_path, output_folder
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -204,7 +204,7 @@ def _drain(fd: int) -> bytes:
 
 
 def test_atomic_writes_write_into_a_fifo_instead_of_replacing_it(tmp_path):
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
@@ -247,7 +247,7 @@ def test_psp_score_to_dev_null_keeps_the_device(tmp_path, model):
 def test_a_socket_as_output_is_refused(tmp_path):
     import socket
 
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     path = tmp_path / "s.sock"
     server = socket.socket(socket.AF_UNIX)
@@ -261,7 +261,7 @@ def test_a_socket_as_output_is_refused(tmp_path):
 
 
 def test_a_link_to_a_descriptor_is_written_through_like_dev_stdout(tmp_path):
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     sink = tmp_path / "captured.txt"
     with open(sink, "wb") as handle:
@@ -274,7 +274,7 @@ def test_a_link_to_a_descriptor_is_written_through_like_dev_stdout(tmp_path):
 
 
 def test_a_link_to_a_regular_file_is_replaced_not_followed(tmp_path):
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -218,7 +218,7 @@ def test_checkpoints_and_exports_follow_the_umask(tmp_path, tokenizer, train_her
 
 # ------------------------------------------------------------------------------------------ memory
 def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
-    from psp_hf.io.files import MAX_LINE_BYTES
+    from psp_hf.io.reading import MAX_LINE_BYTES
 
     huge = tmp_path / "huge.txt"
     huge.write_bytes(b"a short line\n" + b"a dog " * (MAX_LINE_BYTES // 3))  # 2 MiB, no newline
@@ -229,7 +229,7 @@ def test_one_huge_line_is_refused_not_tokenized_into_gigabytes(tmp_path, model):
 
 
 def test_a_line_of_exactly_the_limit_is_read(tmp_path):
-    from psp_hf.io.files import MAX_LINE_BYTES, iter_raw_lines
+    from psp_hf.io.reading import MAX_LINE_BYTES, iter_raw_lines
 
     path = tmp_path / "long.txt"
     path.write_bytes(b"x" * (MAX_LINE_BYTES - 1) + b"\n" + b"next\n")
@@ -242,7 +242,7 @@ def test_a_killed_writers_temporary_goes_with_the_next_write_into_its_folder(tmp
     import subprocess
     import sys
 
-    from psp_hf.io.files import atomic_path
+    from psp_hf.io.writing import atomic_path
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)  # a process that has exited: what a SIGKILLed psp leaves is named after such a pid

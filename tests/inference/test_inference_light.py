@@ -220,7 +220,7 @@ def test_config_shape_mismatch_and_bad_config(folder, tmp_path):
     with pytest.raises(PSPInputError, match="model_type is 'bert', expected 'psp'"):
         psp_hf.load(copy)
     config_path.write_text("{not json")
-    with pytest.raises(PSPInputError, match="config.json: not valid JSON"):
+    with pytest.raises(PSPInputError, match="config.json:1: not valid JSON"):
         psp_hf.load(copy)
 
 

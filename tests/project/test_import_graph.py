@@ -62,10 +62,10 @@ def test_a_planted_upward_import_is_found(tmp_path):
     copy = tmp_path / "psp_hf"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     assert upward_edges(import_graph.import_graph(copy)) == []
-    files = copy / "io" / "files.py"
+    files = copy / "io" / "reading.py"
     files.write_text(files.read_text(encoding="utf-8") + "\n\ndef planted():\n    from .. import load\n")
     assert upward_edges(import_graph.import_graph(copy)) == [
-        "psp_hf.io.files -> psp_hf.encoder (base -> face)",
+        "psp_hf.io.reading -> psp_hf.encoder (base -> face)",
     ]
 
 

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from psp_hf.data_folder import data_dir
-from psp_hf.io.files import iter_tsv
+from psp_hf.io.reading import iter_tsv
 from psp_hf.training.loop.checkpoint import read_checkpoint_state
 
 REPO = Path(__file__).resolve().parents[2]

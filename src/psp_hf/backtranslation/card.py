@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.report import size_category
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 
 # The files are TSV without quoting: `datasets`' csv builder reads them with these settings.
 _TSV = {"sep": "\t", "quoting": 3}

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path, iter_tsv, read_regular_file
+from ..io.reading import iter_tsv, read_regular_file
+from ..io.writing import atomic_path
 from . import filters as bt_filters
 from .translate import BitextRow, read_bitext
 

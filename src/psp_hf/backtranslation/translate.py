@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import iter_tsv
+from ..io.reading import iter_tsv
 
 ENGLISH = "en"
 

@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `psp` console script."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     runner = command_module(args.command).run
-    from ..io.files import Terminated
+    from ..io.writing import Terminated
     from ..logs import show_on_stderr
 
     show_on_stderr(quiet=args.quiet, verbose=args.verbose)

@@ -129,7 +129,7 @@ def _work_folder(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Translate (resuming), filter, write the report and card, and push when asked."""
-    from ..io.files import output_folder
+    from ..io.writing import output_folder
 
     with output_folder(_work_folder(args)):  # a folder linked out of it (parts/) is refused, not written through
         return _run(args)
@@ -144,7 +144,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..devices import check_device
 
     check_device(args.device)  # before run.json is written: a bad device must not lock the folder
-    from ..io.files import atomic_path, cannot_be_hub_id
+    from ..io.reading import cannot_be_hub_id
+    from ..io.writing import atomic_path
 
     for flag in ("model", "lm", "score_model"):
         value = getattr(args, flag, None)

@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..encoder import load
     from ..inference.pooling import prepare_bulk
-    from ..io.files import NpyRowWriter, atomic_path, check_input, check_output
+    from ..io.npy import NpyRowWriter
+    from ..io.reading import check_input
+    from ..io.writing import atomic_path, check_output
 
     flags.check_batch_size(args.batch_size)
     check_input(args.input)

@@ -77,10 +77,10 @@ def _die_with_parent() -> None:
 
 def _run_children(command: list[str], environments: list[dict]) -> list[int]:
     """Start one worker a rank and wait for them; on SIGTERM, Ctrl-C or any error, stop them first."""
-    from ..io.files import _terminate_as_exception
+    from ..io.writing import terminate_as_exception
 
     children: list[subprocess.Popen] = []
-    with _terminate_as_exception():  # SIGTERM becomes `Terminated` here, so the workers are stopped below
+    with terminate_as_exception():  # SIGTERM becomes `Terminated` here, so the workers are stopped below
         try:
             for environment in environments:
                 children.append(subprocess.Popen(command, env=environment, preexec_fn=_die_with_parent))

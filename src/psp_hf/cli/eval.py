@@ -232,7 +232,7 @@ def check_output(output: str | None) -> None:
     from pathlib import Path
 
     from ..errors import PSPInputError
-    from ..io.files import check_writable_parent
+    from ..io.writing import check_writable_parent
 
     if output is None:
         return

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
     from ..encoder import load
-    from ..io.files import check_writable_parent
+    from ..io.writing import check_writable_parent
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_models import save_model2vec
 
@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _remove_dead_staging(output: Path) -> None:
-    from ..io.files import _pid_alive
+    from ..io.writing import pid_alive
 
     for folder in output.parent.glob(f".{output.name}.export-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)

@@ -57,7 +57,7 @@ def write_pairs(path: str | Path, columns: dict) -> None:
     import numpy as np
 
     from ..errors import PSPInputError
-    from ..io.files import atomic_path, check_output
+    from ..io.writing import atomic_path, check_output
 
     path = Path(path)
     check_output(path)

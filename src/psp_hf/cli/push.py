@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..io.reading import read_json
 from ..logs import write_result
 
 logger = logging.getLogger(__name__)
@@ -52,18 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card.add_argument("--training-info", type=Path, help="JSON file of the training run's settings for the card")
 
 
-def _read_json(path: Path | None, option: str) -> dict | None:
-    if path is None:
-        return None
-    if not path.is_file():
-        raise PSPInputError(f"{option} {path}: no such file")
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise PSPInputError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
-    if not isinstance(value, dict):
-        raise PSPInputError(f"{option} {path}: expected a JSON object")
-    return value
+def _optional_json(path: Path | None, option: str) -> dict | None:
+    return None if path is None else read_json(path, what=option)
 
 
 def _card_arguments(args: argparse.Namespace) -> list[str]:
@@ -108,13 +98,9 @@ def check_model_folder(folder: Path) -> dict:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise PSPInputError(f"MODEL_DIR {folder}: no config.json; not a psp model folder")
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise PSPInputError(f"{config_file}:{error.lineno}: not valid JSON ({error.msg})") from None
-    if not isinstance(config, dict) or config.get("model_type") != "psp":
-        model_type = config.get("model_type") if isinstance(config, dict) else None
-        raise PSPInputError(f"{config_file}: model_type is {model_type!r}, expected 'psp'")
+    config = read_json(config_file)
+    if config.get("model_type") != "psp":
+        raise PSPInputError(f"{config_file}: model_type is {config.get('model_type')!r}, expected 'psp'")
     missing = [name for name in ("model.safetensors", "tokenizer.json") if not (folder / name).is_file()]
     if missing:
         raise PSPInputError(f"MODEL_DIR {folder}: missing {', '.join(missing)}")
@@ -188,10 +174,10 @@ def run(args: argparse.Namespace) -> int:
     check_model_folder(folder)
     if args.language is not None and args.language not in LANGUAGES:
         raise PSPInputError(f"--language {args.language!r}: no card template (known: {', '.join(LANGUAGES)})")
-    eval_results = _card_results(_read_json(args.eval_results, "--eval-results"), folder, "--eval-results")
-    training_info = _read_json(args.training_info, "--training-info")
+    eval_results = _card_results(_optional_json(args.eval_results, "--eval-results"), folder, "--eval-results")
+    training_info = _optional_json(args.training_info, "--training-info")
     baseline_results = _card_results(
-        _read_json(args.baseline_results, "--baseline-results"), folder, "--baseline-results"
+        _optional_json(args.baseline_results, "--baseline-results"), folder, "--baseline-results"
     )
 
     say = logger.info

@@ -66,8 +66,8 @@ def sentence_batches(path: str, batch_size: int, skip_bad_lines: bool, skipped: 
     """Lists of batch_size sentences of `path`, one a line (the last list may be shorter, and so is a list that
     reaches `max_chars` characters first); a line that is not UTF-8 stops the run, or is None in its list and
     counted in `skipped`."""
-    from ..io.files import decode_line
     from ..io.lines import iter_line_blocks
+    from ..io.reading import decode_line
 
     batch: list = []
     chars = 0

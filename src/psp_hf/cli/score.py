@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _pair_parser(path: str, columns: list[int] | None):
-    from ..io.files import decode_line
+    from ..io.reading import decode_line
 
     def parse(number: int, raw: bytes) -> tuple[str, str]:
         fields = decode_line(path, number, raw).split("\t")
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     """Score the pairs of args.input into args.output (or stdout)."""
     from ..encoder import load
     from ..inference.similarity import cosine_pairs
-    from ..io.files import atomic_path, check_input, check_output, iter_raw_lines
+    from ..io.reading import check_input, iter_raw_lines
+    from ..io.writing import atomic_path, check_output
 
     flags.check_batch_size(args.batch_size)
     if args.columns is not None and not all(isinstance(column, int) for column in args.columns):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import write_json
+from ..io.writing import write_json
 from .shards import INDEX, check_manifest, shard_done, write_shard
 
 

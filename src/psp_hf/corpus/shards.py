@@ -12,13 +12,13 @@ shards it was writing, and the next run with the same command writes only the mi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import write_json
+from ..io.reading import read_json
+from ..io.writing import write_json
 
 MANIFEST = "manifest.json"
 INDEX = "index.json"
@@ -36,23 +36,12 @@ def shard_done(folder: Path, index: int, fmt: str) -> bool:
     return (folder / f"{shard_stem(index)}.{'parquet' if fmt == 'parquet' else 'npy'}").is_file()
 
 
-def read_json_object(path: Path) -> dict:
-    """The JSON object in `path` (a manifest or an index); an error names the file and what is wrong with it."""
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
-        raise PSPInputError(f"{path}: not readable as JSON ({error})") from None
-    if not isinstance(content, dict):
-        raise PSPInputError(f"{path}: expected a JSON object, found a {type(content).__name__}")
-    return content
-
-
 def check_manifest(folder: Path, settings: dict) -> None:
     """Write the manifest of a new output folder, or check that an existing one was made with `settings`."""
     path = folder / MANIFEST
     if path.is_file():
         try:
-            old = read_json_object(path)
+            old = read_json(path)
         except PSPInputError as error:
             if any(folder.glob("shard-*")):  # shards of unknown settings: resuming could mix two kinds
                 raise PSPInputError(f"{error}; the shards beside it cannot be resumed, use another --output") from None
@@ -72,7 +61,7 @@ def check_manifest(folder: Path, settings: dict) -> None:
 
 def write_shard(folder: Path, index: int, fmt: str, rows: np.ndarray, embeddings: np.ndarray) -> None:
     """Write one shard atomically: for npy the row numbers first, the embeddings (the done marker) last."""
-    from ..io.files import atomic_path
+    from ..io.writing import atomic_path
 
     stem = folder / shard_stem(index)
     if fmt == "parquet":
@@ -102,9 +91,9 @@ def read_index(folder: str | Path) -> dict:
         raise PSPInputError(f"{folder}: not a psp embed-dataset output folder (no {MANIFEST})")
     if not (folder / INDEX).is_file():
         raise PSPInputError(f"{folder}: embedding not finished (no {INDEX}); rerun the same psp embed-dataset command")
-    info = read_json_object(folder / MANIFEST)
+    info = read_json(folder / MANIFEST)
     try:
-        index = read_json_object(folder / INDEX)
+        index = read_json(folder / INDEX)
     except PSPInputError as error:
         raise PSPInputError(f"{error}; rerun the same psp embed-dataset command to rewrite it") from None
     problem = _manifest_problem(info)

@@ -45,7 +45,7 @@ def list_parts(spec: str) -> list[Part]:
             raise PSPInputError(f"{spec}: no .txt/.tsv/.jsonl/.parquet files (or .gz) in this folder")
         return [Part(str(p), file_kind(p)) for p in files]
     # A Hub id is "name" or "owner/name"; anything else that does not exist is a mistyped path.
-    from ..io.files import cannot_be_hub_id
+    from ..io.reading import cannot_be_hub_id
 
     if cannot_be_hub_id(spec):
         raise PSPInputError(f"{spec}: no such file or folder")
@@ -55,7 +55,7 @@ def list_parts(spec: str) -> list[Part]:
 def iter_part(part: Part, column: str | None, data_config: str | None = None, split: str = "train") -> Iterator[str]:
     """The sentences of one part, in order. `column` names the text field (not used for plain text files)."""
     if part.kind == "text":
-        from ..io.files import decode_line, iter_raw_lines
+        from ..io.reading import decode_line, iter_raw_lines
 
         for number, raw in iter_raw_lines(part.name):
             yield decode_line(part.name, number, raw)
@@ -84,7 +84,7 @@ def _checked(name: str, row: int, column: str, value) -> str:
 
 
 def _iter_tsv(path: str, column: str) -> Iterator[str]:
-    from ..io.files import iter_tsv, open_text
+    from ..io.reading import iter_tsv, open_text
 
     with open_text(path) as handle:
         header = handle.readline().rstrip("\r\n").split("\t")
@@ -96,7 +96,7 @@ def _iter_tsv(path: str, column: str) -> Iterator[str]:
 
 
 def _iter_jsonl(path: str, column: str) -> Iterator[str]:
-    from ..io.files import decode_line, iter_raw_lines
+    from ..io.reading import decode_line, iter_raw_lines
 
     for number, raw in iter_raw_lines(path):
         try:

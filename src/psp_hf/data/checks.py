@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io.files import check_writable_parent
+from ..io.writing import check_writable_parent
 
 
 def check_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ..data_folder import data_dir, existing_data_dir
 from ..errors import PSPInputError
-from ..io.files import atomic_path, iter_tsv
+from ..io.reading import iter_tsv
+from ..io.writing import atomic_path
 from ..tokenization.chinese_script import fold_traditional
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS12-train")
@@ -315,7 +316,7 @@ def read_corpus(path: str | Path) -> list[str]:
         import pyarrow.parquet as pq
 
         return pq.read_table(path, columns=["sentence"]).column("sentence").to_pylist()
-    from ..io.files import read_sentences
+    from ..io.reading import read_sentences
 
     if not path.is_file():
         raise PSPInputError(f"{path}: no such file")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import iter_tsv
+from ..io.reading import iter_tsv
 from .filters import FilterStep
 
 # The bitext dev sets, by the name the filter's report counts them under: their folders of `<xx>-en.tsv.gz`.

@@ -21,7 +21,8 @@ from pathlib import Path
 from ..errors import PSPInputError
 from ..evaluation.data import sha256_file
 from ..evaluation.hub_data import SOURCES_COLUMNS, SOURCES_FILE, eval_items, sources_of, sts12_train
-from ..io.files import atomic_path, iter_tsv
+from ..io.reading import iter_tsv
+from ..io.writing import atomic_path
 from ..public_data import FetchItem, HubReadError, check_split, forget_revisions, read_rows
 from .sources.hub import demo_items, open_for_writing
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..inference.similarity import unit_rows
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 from .distill_corpus import normalize_key
 from .filters import trigram_overlap
 

@@ -11,8 +11,8 @@ Every file is tab-separated with no quoting. Supported out of the box:
 The header is detected when its fields include the expected column names (`--header auto`), or forced on
 or off. `columns` (and `score_column`) pick fields by 1-based number or by header name.
 
-Lines come from `psp_hf.io.files.iter_raw_lines` and are decoded as `psp_hf.io.files` decodes them, so errors read the
-same as `psp embed`'s. Bad lines, i.e. bytes that are not UTF-8, a field count different from the header's
+Lines come from `psp_hf.io.reading.iter_raw_lines` and are decoded as `psp_hf.io.reading` decodes them, so errors
+read the same as `psp embed`'s. Bad lines, i.e. bytes that are not UTF-8, a field count different from the header's
 (or, without a header, the first line's), or a score that is not a number, raise `PSPInputError` naming
 file:line, or with `skip_bad_lines` are counted in `BadLines` and skipped. A gzip file that ends early (or is
 corrupt) is bad from the line where reading stopped: an error, or with `skip_bad_lines` one bad line counted
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io.files import TruncatedInputError, decode_line, iter_raw_lines
+from ..io.reading import TruncatedInputError, decode_line, iter_raw_lines
 
 Column = int | str  # 0-based index, or a header name
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..data_folder import DATA_ENV
 from ..errors import PSPInputError
-from ..io.files import iter_tsv, read_sentences
+from ..io.reading import iter_tsv, read_sentences
 
 # SemEval STS 2012-2016 sub-datasets in the order of the organisers' papers (and SentEval).
 STS_YEARS: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io.files import iter_tsv
+from ..io.reading import iter_tsv
 from ..public_data import FetchItem, HubSet, configs, tsv_field
 from .data import STS17_FILES, STS17_HUB_CONFIGS, STS_YEARS, TATOEBA_DEFAULT_LANGUAGES, tatoeba_code
 

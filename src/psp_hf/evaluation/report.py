@@ -294,7 +294,7 @@ def _timing_table(models: Sequence[Mapping]) -> list[str]:
 # ----------------------------------------------------------------------------------------------- files
 def write_outputs(report: Mapping[str, Any], output: str | os.PathLike) -> list[Path]:
     """Write `<output>` (JSON), `<output>.md`-style Markdown and `<stem>.model-index.yaml`, each atomically."""
-    from ..io.files import atomic_path
+    from ..io.writing import atomic_path
 
     output = Path(output)
     if output.suffix.lower() in (".md", ".yaml", ".yml"):

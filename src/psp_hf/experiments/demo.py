@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..data_folder import data_dir
-from ..io.files import iter_tsv
+from ..io.reading import iter_tsv
 from ..logs import write_result
 from ..training.model.initial_tables import save_untrained_like
 

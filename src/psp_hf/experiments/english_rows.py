@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 
 logger = logging.getLogger(__name__)
 

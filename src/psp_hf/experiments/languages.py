@@ -41,7 +41,7 @@ from ..data.sources.registry_bitext import (
     write_source_tsvs,
 )
 from ..errors import PSPInputError
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 from ..training.data.multilingual import MONO_WEIGHT
 
 logger = logging.getLogger(__name__)

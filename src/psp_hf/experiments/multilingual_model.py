@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 from .languages import (
     DEV_TASKS,
     STS17_TRACKS,

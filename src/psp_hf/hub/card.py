@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import PSPInputError
 from ..evaluation.model_index import METRIC_NAMES, ResultRow, eval_results_for_card, result_rows
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 
 LANGUAGES = ("en", "ar", "de", "es", "fr", "ru", "tr", "zh", "multilingual")
 TEMPLATE_OF = {"mul": "multilingual"}  # `psp train --lang mul` (ISO 639-2: several languages): the multilingual card

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import PSPInputError
-from .files import MAX_LINE_BYTES, TruncatedInputError, open_binary, too_long_message
+from .reading import MAX_LINE_BYTES, TruncatedInputError, open_binary, too_long_message
 
 # `iter_line_blocks` reads about this many bytes at a time.
 LINE_BLOCK_BYTES = 1 << 22

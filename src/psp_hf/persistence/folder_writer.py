@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..io.files import follow_umask
+from ..io.writing import follow_umask
 from .model_folder import modeling
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError, native_panics
+from ..io.reading import read_json
 
 PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
 TABLE_KEY = "embeddings.weight"
@@ -44,7 +45,7 @@ def resolve_model_path(id_or_path: str | os.PathLike, revision: str | None = Non
         return path
     if path.exists():
         raise FileNotFoundError(f"{path} is a file; expected a model folder or a Hub repo id")
-    from ..io.files import cannot_be_hub_id
+    from ..io.reading import cannot_be_hub_id
 
     if cannot_be_hub_id(os.fspath(id_or_path)):  # a mistyped local path, not a Hub id to look up
         raise FileNotFoundError(f"{id_or_path}: no such model folder")
@@ -84,11 +85,8 @@ def check_module_paths(folder: Path) -> list | None:
     path = folder / "modules.json"
     if not path.is_file():
         return None
-    try:
-        modules = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PSPInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(modules, list) or not all(isinstance(module, dict) for module in modules):
+    modules = read_json(path, list)
+    if not all(isinstance(module, dict) for module in modules):
         raise PSPInputError(f"{path}: expected a JSON list of module objects")
     for module in modules:
         confined(folder, module.get("path", ""), path)
@@ -123,12 +121,7 @@ def read_settings(folder: Path) -> PSPSettings:
     path = folder / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json; not a psp model folder")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PSPInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(config, dict):
-        raise PSPInputError(f"{path}: expected a JSON object")
+    config = read_json(path)
     if config.get("model_type") != "psp":
         raise PSPInputError(f"{path}: model_type is {config.get('model_type')!r}, expected 'psp'")
     values = {name: config.get(name, default) for name, default in _defaults().items()}

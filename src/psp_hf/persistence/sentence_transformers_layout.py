@@ -29,7 +29,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from ..io.files import write_json
+from ..io.writing import write_json
 
 TRANSFORMER_DIR = "0_Transformer"
 WORD_WEIGHTS_DIR = "1_WordWeights"

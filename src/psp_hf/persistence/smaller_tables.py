@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 from .model_folder import SCALES_KEY, TABLE_KEY, WEIGHTS_KEY
 
 TABLE_DTYPES = ("float32", "float16", "int8")

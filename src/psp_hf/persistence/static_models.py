@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import write_json
+from ..io.reading import read_json
+from ..io.writing import write_json
 from .model_folder import PSPSettings, check_finite, check_module_paths, confined, read_safetensors, read_tokenizer
 
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
@@ -42,9 +43,7 @@ STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 
 def detect_format(folder: Path) -> str:
     """'psp', 'sentence-transformers-static' or 'model2vec' for a model folder; PSPInputError otherwise."""
-    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
-    if not isinstance(config, dict):
-        raise PSPInputError(f"{folder / 'config.json'}: expected a JSON object, got a {type(config).__name__}")
+    config = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     if config.get("model_type") == "psp":
         return "psp"
     if config.get("model_type") == "model2vec":  # loading then names what is missing (tokenizer.json, the table)
@@ -139,7 +138,7 @@ def save_model2vec(encoder, directory: str | os.PathLike, quantize_to: str | Non
     """Write `encoder` as a model2vec folder (see the module docstring for where results differ)."""
     from safetensors.numpy import save
 
-    from ..io.files import atomic_path
+    from ..io.writing import atomic_path
 
     if not encoder.averages_pieces:  # LSTM, GRAN, character units...: not one table's average
         raise PSPInputError("model2vec folders hold averaging encoders only (psp, mean, max over the tokenizer's ids)")
@@ -224,10 +223,3 @@ def _read_any(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     except Exception as error:  # safetensors raises its own unexported error types
         raise PSPInputError(f"{path}: not a readable safetensors file ({error})") from None
     return {name: tensors[name] for name in names if name in tensors}
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PSPInputError(f"{path}: not valid JSON ({error})") from None

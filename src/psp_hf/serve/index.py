@@ -65,7 +65,7 @@ def load_index(path: str | Path, encoder, num_threads: int = 1) -> SearchIndex:
         return _from_folder(path, encoder)
     if not path.is_file():
         raise PSPInputError(f"--index {path}: no such file or folder")
-    from ..io.files import read_sentences
+    from ..io.reading import read_sentences
 
     lines = read_sentences(path).rows
     keep = [i for i, line in enumerate(lines) if line.strip()]

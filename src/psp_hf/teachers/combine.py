@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 from .labels import CORPUS_REPORT, META_FILE, TeacherCache
 
 logger = logging.getLogger(__name__)

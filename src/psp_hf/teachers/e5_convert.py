@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import write_json
+from ..io.writing import write_json
 from .charsmap import precompiled_charsmap
 from .e5_format import EMBEDDING_TENSORS, LAYER_TENSORS, E5File, read_e5
 

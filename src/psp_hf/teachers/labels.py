@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path, publish_new
+from ..io.writing import atomic_path, publish_new
 
 CHUNK_GLOB = "chunk-*.parquet"
 META_FILE = "meta.json"
@@ -62,7 +62,7 @@ def load_teacher(name_or_path: str | os.PathLike | None = None, device: str = "c
 
     default = name_or_path is None or os.fspath(name_or_path) == teacher_name(None)
     path = default_teacher_path() if default else name_or_path
-    from ..io.files import cannot_be_hub_id
+    from ..io.reading import cannot_be_hub_id
 
     if not Path(path).exists() and cannot_be_hub_id(os.fspath(path)):  # a mistyped local path, not a Hub id
         raise PSPInputError(f"teacher {os.fspath(path)!r}: no such model folder")

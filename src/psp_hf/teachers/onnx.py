@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from ..io.files import atomic_path
+from ..io.writing import atomic_path
 
 BACKENDS = ("onnx-int8", "onnx-mixed", "onnx", "torch")
 # The int8 backends: their file in the work folder and the key of their agreement in teacher.json.

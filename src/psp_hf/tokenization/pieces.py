@@ -71,7 +71,7 @@ def _iter_texts(texts_or_files: Iterable[str | os.PathLike] | os.PathLike, lower
 
 
 def _read_lines(path: Path) -> Iterator[str]:
-    from ..io.files import open_text
+    from ..io.reading import open_text
 
     with open_text(path) as handle:
         yield from handle

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import PSPInputError
-from ...io.files import iter_tsv
+from ...io.reading import iter_tsv
 
 MAX_TRANSLATIONS = 3  # per headword: the first senses are the common ones
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

@@ -99,7 +99,7 @@ def append_fragments(
 
     import pyarrow.parquet as pq
 
-    from ...io.files import atomic_path
+    from ...io.writing import atomic_path
 
     report_file = mono / "report.json"
     report = json.loads(report_file.read_text(encoding="utf-8"))

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path
+from ...io.writing import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ def _lines(path: Path) -> Iterator[str]:
 
 def read_bitext(path: Path, code: str) -> list[tuple[str, str]]:
     """The (xx, en) pairs of a data-folder TSV whose header names `code` and `en` (other columns ignored)."""
-    from ...io.files import iter_tsv_columns
+    from ...io.reading import iter_tsv_columns
 
     return [
         (" ".join(other.split()), " ".join(english.split()))

@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 def ppdb_pairs(path: str | os.PathLike, limit: int | None = None) -> Iterator[tuple[str, str]]:
     """(word, paraphrase) pairs of a lexical PPDB file, each unordered pair once, in file order."""
-    from ...io.files import iter_raw_lines
+    from ...io.reading import iter_raw_lines
 
     seen: set[tuple[str, str]] = set()
     for number, raw in iter_raw_lines(path):
@@ -47,7 +47,7 @@ def ppdb_pairs(path: str | os.PathLike, limit: int | None = None) -> Iterator[tu
 
 def write_ppdb_tsv(path: str | os.PathLike, output: str | os.PathLike, limit: int | None = None) -> int:
     """Write the pairs of `path` as a `sentence1<TAB>sentence2` TSV (gzip for .gz), atomically; returns the count."""
-    from ...io.files import atomic_path
+    from ...io.writing import atomic_path
 
     count = 0
     with atomic_path(output) as temporary:

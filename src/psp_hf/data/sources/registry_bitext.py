@@ -402,7 +402,7 @@ def add_licences(folder: Path, report: dict) -> None:
     """Record the sources' licences in the folder's report.json and dataset card."""
     import json
 
-    from ...io.files import atomic_path
+    from ...io.writing import atomic_path
 
     lines = ["", "## Sources and licences", "", "| source | kind | pairs read | licence |", "|---|---|---|---|"]
     pairs_read = {Path(item["path"]).stem: item.get("pairs", 0) for item in report.get("inputs", [])}

@@ -185,7 +185,7 @@ def read_mono_sentences(paths: Sequence[str | os.PathLike]) -> list[str]:
 
 def read_dev_pairs(path: str | os.PathLike, lang: str) -> list[tuple[str, str]]:
     """The (xx, en) pairs of a dev file: a header naming `lang` and `en`, then one tab-separated pair a line."""
-    from ...io.files import iter_tsv_columns
+    from ...io.reading import iter_tsv_columns
 
     pairs = [
         (other, english)

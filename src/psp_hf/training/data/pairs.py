@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import PSPInputError
-from ...io.files import decode_line, iter_raw_lines
+from ...io.reading import decode_line, iter_raw_lines
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _tsv_header(path: Path) -> list[str]:
 
 
 def tsv_rows(files: list[str], header: tuple[str, ...], skip_bad_lines: bool) -> Iterator[dict[str, str | None]]:
-    """Rows of headed TSV files through `psp_hf.io.files`'s line reader: every row has the header's fields.
+    """Rows of headed TSV files through `psp_hf.io.reading`'s line reader: every row has the header's fields.
 
     A malformed line (wrong field count, invalid UTF-8) stops with `FILE:LINE`; with `skip_bad_lines` it
     becomes a row whose `_bad_line` holds the message (the stream counts and reports it). A truncated or
@@ -276,7 +276,7 @@ class PairSource:
                 for path in files[1:]:
                     if _tsv_header(path) != header:
                         raise PSPInputError(f"{path}:1: header differs from {files[0]}'s ({' '.join(header)})")
-                # Read by psp_hf.io.files's line reader (no quoting, every field a string), streamed in Arrow tables:
+                # Read by psp_hf.io.reading's line reader (no quoting, every field a string), streamed in Arrow tables:
                 # errors name FILE:LINE like psp embed/score, and --skip-bad-lines counts instead of stopping.
                 dataset = _tsv_dataset(data_files, header, skip_bad_lines)
             else:

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import PSPInputError, os_error_of
-from ...io.files import atomic_path, follow_umask, read_regular_file
+from ...io.reading import read_regular_file
+from ...io.writing import atomic_path, follow_umask
 
 CHECKPOINT_FORMAT = 2
 POINTER = "checkpoint.json"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import PSPInputError, os_error_of
-from ...io.files import atomic_path, check_inside
+from ...io.writing import atomic_path, check_inside
 from ..arguments.training_arguments import PAIRS_ONLY
 from ..reporting.metrics_log import peak_rss_mb
 from .checkpoint import EXPORT_PREFIX

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...errors import PSPInputError
-from ...io.files import check_no_links
+from ...io.writing import check_no_links
 
 # RESUME_FIXED: the fields whose metadata says fixed_on_resume (they change the data order or the model).
 from ..arguments.training_arguments import DEV_SPLITS, RESUME_FIXED, TrainingArguments

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path, output_folder
+from ...io.writing import atomic_path, output_folder
 from ..arguments.training_arguments import TrainingArguments
 from ..losses.distillation import bitext_distill_loss, distill_loss
 from ..losses.margin import margin_loss

@@ -180,7 +180,7 @@ def configure_training_encoder(module, args, training_dir: Path, resuming: bool,
         mask = torch.zeros(module.initial_tables[0].shape[0], dtype=torch.float32)
         mask[torch.as_tensor(pulled_rows, dtype=torch.long)] = 1.0
         module.pulled_rows = tensors[PULLED_ROWS] = mask
-    from ...io.files import atomic_path
+    from ...io.writing import atomic_path
 
     with atomic_path(path) as temporary:  # a link planted at the name is replaced, not written through
         save_file(tensors, temporary)

@@ -115,7 +115,7 @@ def _checked_tokenizer(name: str):
     """--tokenizer as a fast tokenizer; a corrupt or crafted tokenizer.json is one error naming the file."""
     from transformers import PreTrainedTokenizerFast
 
-    from ...io.files import cannot_be_hub_id
+    from ...io.reading import cannot_be_hub_id
     from ...persistence.model_folder import read_tokenizer
 
     if Path(name).is_dir():

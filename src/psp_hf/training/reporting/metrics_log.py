@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from ...errors import PSPInputError
-from ...io.files import atomic_path, check_inside, read_regular_file
+from ...io.reading import read_regular_file
+from ...io.writing import atomic_path, check_inside
 
 
 def peak_rss_mb() -> float:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ...io.files import atomic_path
+from ...io.writing import atomic_path
 
 LOSS_KEYS = ("loss", "margin_loss", "distill_loss")
 
