@@ -6,7 +6,7 @@
  * - join_plain: a batch's sentences as one UTF-8 byte string, checked for what the cache cannot read.
  * They give the same arrays as the numpy code, which remains for installs without a C compiler; tests compare the
  * two. numpy's look-up is about twenty calls a batch with the GIL held between them: two encode threads tokenizing
- * side by side spent much of their time waiting for each other (issue 33).
+ * side by side spent much of their time waiting for each other.
  *
  * Only the buffer protocol is used (no numpy headers).
  */
