@@ -34,6 +34,9 @@ def tiny_data_folder(root: Path, pairs: list[tuple[str, str]]) -> Path:
     _gz(root / "bitext/mlqe-pe/de-en.tsv.gz", f"de\ten\n{rows}")
     _gz(root / "bitext/ud-pud/de-en.tsv.gz", "de\ten\n" + "\t".join(PUD_PAIR) + "\n")
     _gz(root / "bitext/everyday/xnli/dev/de-en.tsv.gz", "de\ten\n" + "\t".join(XNLI_PAIR) + "\n")
+    # The everyday register's sources of de, part of the default set: a voice request and a story line.
+    _gz(root / "bitext/everyday/xsid/de-en.tsv.gz", "de\ten\nwecker für sieben uhr stellen\tset an alarm for seven\n")
+    _gz(root / "bitext/everyday/storybooks/de-en.tsv.gz", "de\ten\nDer Hund schläft.\tThe dog is asleep.\n")
     mono = [f"satz nummer {i} ist hier" for i in range(30)]
     texts = [*mono, PUD_PAIR[0], "Ich habe Hunger!", XNLI_PAIR[0].capitalize() + "?"]
     _gz(root / "unlabeled/de/commonvoice/sentences.txt.gz", "\n".join(texts) + "\n")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from psp_hf.errors import PSPInputError
-from psp_hf.io import reading as io
 from psp_hf.io import lines as io_lines
+from psp_hf.io import reading as io
 from psp_hf.io.lines import iter_line_blocks
 from psp_hf.io.reading import iter_raw_lines
 

@@ -28,10 +28,11 @@ DATA = Path(os.environ.get("PSP_DATA", Path(__file__).resolve().parents[3] / "sh
 
 
 def test_sources_are_chosen_and_weighted_by_name():
-    assert [s.name for s, _ in bitext_sources("de")] == ["multi30k", "wmt-news"]
-    assert [s.name for s, _ in bitext_sources("ar")] == ["multi30k-nllb"]
+    assert [s.name for s, _ in bitext_sources("de")] == ["multi30k", "wmt-news", "xsid", "storybooks"]
+    assert [s.name for s, _ in bitext_sources("ar")] == ["multi30k-nllb", "xsid", "storybooks"]
     chosen = dict((s.name, w) for s, w in bitext_sources("de", "default,mlqe-pe=0.5,python-docs,wmt-news=0"))
-    assert chosen == {"multi30k": 1.0, "mlqe-pe": 0.5}  # python-docs has no German; weight 0 leaves a source out
+    # python-docs has no German; weight 0 leaves a source out
+    assert chosen == {"multi30k": 1.0, "xsid": 1.0, "storybooks": 1.0, "mlqe-pe": 0.5}
     assert {s.name for s, _ in bitext_sources("fr", "all")} == {  # all: every source but the non-commercial ones
         name for name, source in BITEXT_SOURCES.items() if "fr" in source.languages and not source.non_commercial
     }
@@ -111,18 +112,20 @@ def test_prepared_bitext_and_the_card_name_every_source_and_leave_pud_out(tmp_pa
     out = tmp_path / "de"
     assert main(["prepare", "bitext-sources", "--lang", "de", "-o", str(out), "--vocab-size", "80", "-q"]) == 0
     report = json.loads((out / "report" / "report.json").read_text())
-    assert set(report["sources"]) == {"multi30k", "wmt-news"}
+    assert set(report["sources"]) == {"multi30k", "wmt-news", "xsid", "storybooks"}
     assert report["sources"]["multi30k"]["license"].startswith("research")
     card = (out / "README.md").read_text()
     assert f"| multi30k | data folder | {len(pairs) + 1} |" in card  # every pair read, the PUD one included ...
     import pyarrow.parquet as pq
 
     english = {s for shard in (out / "data").glob("*.parquet") for s in pq.read_table(shard).column("en").to_pylist()}
-    assert PUD_PAIR[1] not in english and len(english) == len({b for _, b in pairs})  # ... and the PUD one removed
+    # ... and the PUD one removed; the two everyday pairs' English beside the pairs'
+    assert PUD_PAIR[1] not in english and len(english) == len({b for _, b in pairs}) + 2
     from psp_hf.cli.prepare_sources import bitext_english
 
     both_sides = set(bitext_english(out, other_side=True))  # what psp prepare label gives a multilingual teacher
-    assert both_sides == english | {a for a, _ in pairs} and set(bitext_english(out)) == english
+    everyday = {"wecker für sieben uhr stellen", "der hund schläft."}  # tiny_data_folder's de sides, lowercased
+    assert both_sides == english | {a for a, _ in pairs} | everyday and set(bitext_english(out)) == english
     mono = tmp_path / "ar-mono"
     args = ["prepare", "mono", "--lang", "ar", "-o", str(mono), "--sources", "all,saudinewsnet"]
     assert main(args) != 0

@@ -36,6 +36,9 @@ def test_languages_pipeline_resumes_after_a_kill(tmp_path, capsys):
         # The two dev sets of the default rule (their pairs are removed from the training text).
         ("bitext/ud-pud/de-en.tsv.gz", pairs[:40]),
         ("bitext/everyday/xnli/dev/de-en.tsv.gz", pairs[40:80]),
+        # The everyday sources of de, part of the default set.
+        ("bitext/everyday/xsid/de-en.tsv.gz", pairs[500:520]),
+        ("bitext/everyday/storybooks/de-en.tsv.gz", pairs[520:540]),
     ):
         path = data / relative
         path.parent.mkdir(parents=True)

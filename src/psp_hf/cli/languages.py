@@ -251,8 +251,9 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--sources",
         default="default",
         help="bitext sources of the data folder by name, NAME or NAME=FRACTION, comma-separated: 'default' (multi30k, "
-        f"multi30k-nllb, wmt-news), 'all' (every source that is not non-commercial), '{EVERYDAY}' (the everyday "
-        "register: xsid, ud-atis (at most 1,000 pairs), storybooks, diabla, xpersona), or names of "
+        f"multi30k-nllb, wmt-news and the everyday register), 'all' (every source that is not non-commercial), "
+        f"'{EVERYDAY}' (the everyday register alone: xsid, ud-atis (at most 1,000 pairs), storybooks, diabla, "
+        "xpersona), or names of "
         + ", ".join(BITEXT_SOURCES)
         + " (xnli-test and allset-grammar only with --non-commercial) (default: default)",
     )

@@ -1,7 +1,7 @@
 """`psp prepare bitext-sources|mono`: the data folder's X–English sources and monolingual text, chosen by name.
 
     psp prepare bitext-sources --lang fr --sources default,python-docs=0.5 -o data/fr
-    psp prepare bitext-sources --lang zh --sources default,everyday -o data/zh      # the everyday-register pairs
+    psp prepare bitext-sources --lang zh --sources everyday -o data/zh-everyday    # the everyday-register pairs alone
     psp prepare bitext-sources --lang zh --sources allset-grammar --non-commercial -o data/zh-nc
     psp prepare mono --lang fr --sources default -o data/fr-mono         # sentences.txt.gz + report.json
     psp prepare mono --lang ar --sources saudinewsnet --non-commercial -o data/ar-mono

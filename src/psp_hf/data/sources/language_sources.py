@@ -4,8 +4,8 @@ Every source is one entry of a table (name, where it lies under the data folder,
 `psp languages` and `psp prepare language` choose and weight them by name:
 
     --sources default,python-docs,mlqe-pe=0.5     bitext: the default set, plus two more (mlqe-pe at half)
-    --sources default,everyday                     the default set and the everyday-register pairs (xsid, ud-atis,
-                                                   storybooks, diabla, xpersona) the language has
+    --sources everyday                             the everyday-register pairs alone (xsid, ud-atis, storybooks,
+                                                   diabla, xpersona: part of `default` too)
     --mono-sources default                         monolingual text of the language (every default source)
     --non-commercial                               lets the non-commercial sources in (saudinewsnet, xnli-test,
                                                    allset-grammar; named, or by `all`): never without this flag
@@ -122,14 +122,13 @@ BITEXT_SOURCES = {
             "CC0 1.0 (post-edits; source text from Wikipedia, CC BY-SA)",
             default=False,
         ),
-        # The everyday register (section 17 of the data README): not in `default` until a dev-set measurement puts
-        # them there (results/everyday.md); `everyday` names them all.
+        # The everyday register (section 17 of the data README): in `default` since the dev rule chose them
+        # (results/everyday.md, "The full build"); `everyday` names them alone.
         Source(
             "xsid",
             _EVERYDAY.format(name="xsid"),
             ("ar", "de", "tr", "zh"),
             "CC BY-SA 4.0 (xSID voice-assistant requests)",
-            default=False,
             group=EVERYDAY,
         ),
         Source(
@@ -137,7 +136,6 @@ BITEXT_SOURCES = {
             _EVERYDAY.format(name="ud-atis"),
             ("tr",),
             "CC BY-SA 4.0 (UD Turkish-Atis / English-Atis flight queries)",
-            default=False,
             group=EVERYDAY,
             cap=UD_ATIS_CAP,
         ),
@@ -146,7 +144,6 @@ BITEXT_SOURCES = {
             _EVERYDAY.format(name="storybooks"),
             ALL_LANGUAGES,
             "CC BY 3.0 / 4.0 (Global-ASP children's storybooks)",
-            default=False,
             group=EVERYDAY,
         ),
         Source(
@@ -154,7 +151,6 @@ BITEXT_SOURCES = {
             _EVERYDAY.format(name="diabla"),
             ("fr",),
             "CC BY-SA 4.0 (DiaBLa dialogue, reference translations)",
-            default=False,
             group=EVERYDAY,
         ),
         Source(
@@ -162,7 +158,6 @@ BITEXT_SOURCES = {
             _EVERYDAY.format(name="xpersona"),
             ("fr", "zh"),
             "MIT (XPersona chit-chat, machine translation corrected by people)",
-            default=False,
             group=EVERYDAY,
         ),
         # Opt-in only: non-commercial licences. Only with --non-commercial (named, or `all`); never in `default` or
@@ -232,7 +227,8 @@ _MONO_TABLE = (  # (language, name, folder name, licence, non-commercial, folder
 )
 # language -> name -> Source: the same name may mean different folders in different languages.
 MONO_SOURCES: dict[str, dict[str, Source]] = {}
-# Named, not yet in `default` (the everyday register, data README section 17; `everyday` names it).
+# The everyday register's monolingual text (data README section 17): in `default` as its bitext is; `everyday`
+# names it alone.
 _MONO_EVERYDAY = {("zh", "dialogue")}
 for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
     _everyday = (_code, _name) in _MONO_EVERYDAY
@@ -241,7 +237,7 @@ for _code, _name, _folder, _licence, _nc, _folder_language in _MONO_TABLE:
         _MONO % _folder,
         (_code,),
         _licence,
-        not _nc and not _everyday,
+        not _nc,
         _nc,
         _folder_language,
         EVERYDAY if _everyday else None,
