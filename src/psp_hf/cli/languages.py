@@ -23,6 +23,7 @@ from ..experiments.languages import (
     REGISTRY_SOURCES,
     Settings,
     build_language,
+    folder_rows,
     training_arguments,
     write_summary,
 )
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         training_arguments(code, out / code, settings)
     if build_english:
         settings.init_rows_from = str(english_student(settings))
-    rows = [build_language(code, settings) for code in languages]
+    rows = folder_rows(out, [build_language(code, settings) for code in languages])
     multilingual = build_multilingual(languages, settings) if args.multilingual else None
     write_result(write_summary(out, rows, multilingual))
     return 0

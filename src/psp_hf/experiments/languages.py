@@ -14,7 +14,7 @@ Layout of `--output`:
     <xx>/model/           the model folder (psp train -o), its card rendered with the results
     <xx>/eval.json        psp eval's report
     <xx>/done-<step>      written when a step succeeded; a later run skips that step
-    summary.json, summary.md   one row per language
+    summary.json, summary.md   one row per language evaluated in the folder (by this run or an earlier one)
 
 A killed run is continued by running the same command again: finished steps are skipped and training resumes
 from its last checkpoint.
@@ -412,6 +412,17 @@ def language_row(code: str, folder: Path) -> dict:
     }
     row.update(sts_scores(results))
     return row
+
+
+def folder_rows(out: Path, rows: list[dict]) -> list[dict]:
+    """`rows` (this run's languages) and the rows of every other language evaluated in `out` by an earlier run, in
+    the order of LANGUAGES: the summary is the folder's, so languages built one command at a time share one table."""
+    built = {row["language"]: row for row in rows}
+    for code in LANGUAGES:
+        if code not in built and _done(out / code, "evaluate").is_file() and (out / code / "eval.json").is_file():
+            built[code] = language_row(code, out / code)
+    order = {code: index for index, code in enumerate(LANGUAGES)}
+    return sorted(built.values(), key=lambda row: order.get(row["language"], len(order)))
 
 
 def dev_errors(results: dict, code: str) -> dict:
