@@ -78,6 +78,7 @@ def test_the_cli_builds_the_student_after_checking_the_data_and_hands_it_to_ever
     monkeypatch.setattr(cli, "check_data", lambda code, settings: calls.append(("check", code)))
     monkeypatch.setattr(cli, "english_student", lambda settings: calls.append(("english",)) or tmp_path / "student")
     monkeypatch.setattr(cli, "build_language", lambda code, settings: calls.append((code, settings.init_rows_from)))
+    monkeypatch.setattr(cli, "folder_rows", lambda out, rows: rows)
     monkeypatch.setattr(cli, "write_summary", lambda out, rows, multilingual: "")
     parser = Parser()
     cli.add_arguments(parser)
