@@ -149,11 +149,12 @@ registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedi
 # Issue 13: the seven X-English models end to end (prepare -> label -> train -> evaluate -> card), outputs under
 # $(LANGUAGES_DIR)/<xx>/model (pushable: `psp push $(LANGUAGES_DIR)/de/model ORG/p-sp-de`) and the table in
 # $(LANGUAGES_DIR)/summary.md. Resumable: run it again after an interruption; finished steps are skipped.
-# The recipe is `psp languages`' own (RECIPE in src/psp_hf/experiments/languages.py, measured in results/languages.md,
-# "The default build"; docs/languages.md): e5-small as the teacher, each table's shared pieces started from an English
-# student of e5 built first in $(LANGUAGES_DIR)/english, SIF piece weights, a margin of 0.6 (0.4 in es and fr), at most
-# 5 epochs, checkpoints chosen on PUD and XNLI's dev split. This target passes only paths and budgets; recipe changes
-# go in LANGUAGE_FLAGS (e.g. LANGUAGE_FLAGS="--dev xnli"), and the card records them.
+# The recipe is `psp languages`' own (RECIPE in src/psp_hf/experiments/languages.py, measured in results/everyday.md,
+# "The full build"; docs/languages.md): the everyday register's sources among the bitext, e5-small as the teacher, each
+# table's shared pieces started from an English student of e5 built first in $(LANGUAGES_DIR)/english, SIF piece
+# weights, a margin of 0.6 (0.4 in es and fr), at most 5 epochs, checkpoints chosen on PUD and XNLI's dev split. This
+# target passes only paths and budgets; recipe changes go in LANGUAGE_FLAGS (e.g. LANGUAGE_FLAGS="--dev xnli"), and the
+# card records them.
 # CPU budget on 2 cores, labelling included: the English student's labels about 16 minutes (300,000 sentences) and
 # its training 2; e5's labels of the seven languages' text (about 1.3M sentences, and the English text once: about
 # 4 minutes) 1-1.5 hours (a rerun pays nothing: TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of

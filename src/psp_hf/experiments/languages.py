@@ -66,7 +66,7 @@ TATOEBA_MARGIN_K = 4
 MULTILINGUAL_VOCAB_SIZE = 200_000
 MULTILINGUAL_EPOCHS = 3
 MULTILINGUAL_MINUTES = 45.0
-# The measured recipe (results/languages.md, "The default build"): what `psp languages` with no flags builds, and
+# The measured recipe (results/everyday.md, "The full build"): what `psp languages` with no flags builds, and
 # what `make languages` builds (the Makefile passes only paths and budgets). The flags' defaults come from here and
 # the card records which of them a run changed. e5-small teaches (its whitened labels of the bitext's English and
 # other sides and of the languages' monolingual text); each table's shared pieces start from an English student of
