@@ -155,11 +155,11 @@ registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedi
 # weights, a margin of 0.6 (0.4 in es and fr), at most 5 epochs, checkpoints chosen on PUD and XNLI's dev split. This
 # target passes only paths and budgets; recipe changes go in LANGUAGE_FLAGS (e.g. LANGUAGE_FLAGS="--dev xnli"), and the
 # card records them.
-# CPU budget on 2 cores, labelling included: the English student's labels about 16 minutes (300,000 sentences) and
-# its training 2; e5's labels of the seven languages' text (about 1.3M sentences, and the English text once: about
-# 4 minutes) 1-1.5 hours (a rerun pays nothing: TEACHER_CACHE keeps them); then per language LANGUAGE_MINUTES of
-# training at most (5 epochs end most languages first, in 3-7 minutes), 40-80 s of preparing and a minute or two of
-# evaluation. On a GPU the labelling takes minutes (docs/languages-multilingual.md).
+# CPU budget on 2 cores, labelling included (measured: results/everyday.md, "The full build"): the English student
+# 19 minutes (its labels 18: 300,000 sentences); e5's labels of each language's text 3-9 minutes (a rerun pays nothing:
+# TEACHER_CACHE keeps them); then per language 3-9 minutes of training (5 epochs; LANGUAGE_MINUTES bounds it) and 1-2
+# of preparing and evaluating: 10-18 minutes a language, about 2 hours for the seven. On a GPU the labelling takes
+# minutes (docs/languages-multilingual.md).
 LANGUAGES ?= ar de es fr ru tr zh
 LANGUAGES_DIR ?= .cache/languages
 LANGUAGE_MINUTES ?= 20
