@@ -205,9 +205,9 @@ def read_regular_file(path: str | os.PathLike) -> bytes:
 
 
 def read_json(path: str | os.PathLike, kind: type = dict, what: str | None = None) -> Any:
-    """The JSON value of `path`, which must be a `kind` (dict: an object; list: an array): the one reader of JSON
-    files a user hands psp (configs, manifests, reports), so every bad one ends in the same one-line error naming the
-    file (`what`, e.g. the option that named it, goes first) and the line of a syntax error."""
+    """The JSON value of `path`, which must be a `kind` (dict: an object; list: an array), for JSON files a user hands
+    psp (model configs, shard manifests, `psp push`'s reports): a bad one ends in a one-line error naming the file
+    (`what`, e.g. the option that named it, goes first) and the line of a syntax error."""
     label = f"{what} {path}" if what else f"{path}"
     try:
         text = Path(path).read_text(encoding="utf-8")
