@@ -156,7 +156,7 @@ registry-bitext: .cache/registry-bitext/.unpacked-7 .cache/registry-bitext/.cedi
 # target passes only paths and budgets; recipe changes go in LANGUAGE_FLAGS (e.g. LANGUAGE_FLAGS="--dev xnli"), and the
 # card records them.
 # CPU budget on 2 cores, labelling included (measured: results/everyday.md, "The full build"): the English student
-# 19 minutes (its labels 18: 300,000 sentences); e5's labels of each language's text 3-9 minutes (a rerun pays nothing:
+# 20 minutes (its labels 18: 300,000 sentences); e5's labels of each language's text 3-9 minutes (a rerun pays nothing:
 # TEACHER_CACHE keeps them); then per language 3-9 minutes of training (5 epochs; LANGUAGE_MINUTES bounds it) and 1-2
 # of preparing and evaluating: 10-18 minutes a language, about 2 hours for the seven. On a GPU the labelling takes
 # minutes (docs/languages-multilingual.md).
