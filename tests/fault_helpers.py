@@ -91,6 +91,17 @@ def small_run(pairs: Path, tokenizer: Path | None, *extra: str) -> list[str]:
     return [*base, *extra]
 
 
+def trained_run(folder: Path, tokenizer: Path, train) -> tuple[list[str], Path, Path]:
+    """A 2-step training run in `folder`/run (`train`: the tests' `train_here`): its command line without `-o`, its
+    output folder and its checkpoint folder."""
+    from psp_hf.training.loop.checkpoint import CheckpointStore
+
+    common = small_run(english_pairs(folder / "pairs.tsv", 40), tokenizer)
+    out = folder / "run"
+    assert train(*common, "-o", str(out), "--max-steps", "2")[0] == 0
+    return common, out, CheckpointStore(out / "training").folder()
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """`psp ARGV` in this process: (exit code, stdout, stderr); a traceback escaping main() is returned as text."""
     import traceback

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fault_helpers import english_pairs, one_error_line, run_cli, small_run
-
-from psp_hf.training.loop.checkpoint import CheckpointStore
+from fault_helpers import english_pairs, one_error_line, run_cli, small_run, trained_run
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -172,14 +170,6 @@ def test_backtranslate_resuming_never_writes_through_links_at_report_and_card(tm
 
 
 # ------------------------------------------------------------------------------- --resume stays inside the run
-def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Path, Path]:
-    pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    common = small_run(pairs, tokenizer)
-    out = tmp_path / "run"
-    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
-    return common, out, CheckpointStore(out / "training").folder()
-
-
 def _point_at(out: Path, folder: str) -> None:
     pointer_path = out / "training" / "checkpoint.json"
     pointer = json.loads(pointer_path.read_text())
@@ -193,7 +183,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("kind", ["absolute", "dotdot", "old-layout-outside", "dangling-state-link"])
 def test_resume_neither_loads_nor_writes_outside_the_run(tmp_path, tokenizer, train_here, kind):
-    common, out, checkpoint = _trained(tmp_path, tokenizer, train_here)
+    common, out, checkpoint = trained_run(tmp_path, tokenizer, train_here)
     outside = tmp_path / "outside" / "checkpoint-9"
     shutil.copytree(checkpoint, outside)  # a loadable checkpoint outside the run
     planted = tmp_path / "planted.json"

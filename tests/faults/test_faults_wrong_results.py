@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fault_helpers import english_pairs, one_error_line, run_cli, small_run
+from fault_helpers import english_pairs, one_error_line, run_cli, small_run, trained_run
 from safetensors.numpy import load_file, save_file
-
-from psp_hf.training.loop.checkpoint import CheckpointStore
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +42,9 @@ def test_a_table_of_huge_finite_values_is_refused_at_load(tmp_path, model, comma
 
 
 # ------------------------------------------------------------------------------- counters of a resumed run
-def _trained(tmp_path: Path, tokenizer: Path, train_here) -> tuple[list[str], Path, Path]:
-    pairs = english_pairs(tmp_path / "pairs.tsv", 40)
-    common = small_run(pairs, tokenizer)
-    out = tmp_path / "run"
-    assert train_here(*common, "-o", str(out), "--max-steps", "2")[0] == 0
-    return common, out, CheckpointStore(out / "training").folder()
-
-
 @pytest.mark.parametrize("edit", ["empty", "step 200", "step 10**30", "1000 positions", "best after step"])
 def test_counters_that_do_not_fit_the_run_are_refused(tmp_path, tokenizer, train_here, edit):
-    common, out, folder = _trained(tmp_path, tokenizer, train_here)
+    common, out, folder = trained_run(tmp_path, tokenizer, train_here)
     state = json.loads((folder / "train_state.json").read_text())
     state = {
         "empty": {},
@@ -84,7 +74,7 @@ def test_metrics_jsonl_never_holds_nan_or_infinity(tmp_path, tokenizer, train_he
     log.append({"step": 1, "loss": math.nan, "scores": [math.inf, 1.5]})
     assert _strict_json((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "loss": None, "scores": [None, 1.5]}
     # A resume whose counters hold NaN is refused instead of logging them.
-    common, out, folder = _trained(tmp_path, tokenizer, train_here)
+    common, out, folder = trained_run(tmp_path, tokenizer, train_here)
     state = json.loads((folder / "train_state.json").read_text())
     (folder / "train_state.json").write_text(json.dumps({**state, "train_seconds": math.nan}))
     code, err = train_here(*common, "-o", str(out), "--resume", "--max-steps", "3")

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from e5_tiny import HIDDEN, LAYERS, write_tiny_e5  # noqa: E402
+from e5_tiny import HIDDEN, LAYERS  # noqa: E402
 
 from psp_hf.cli import main  # noqa: E402
 from psp_hf.teachers.labels import (  # noqa: E402
@@ -34,15 +34,6 @@ SENTENCES = [
     "رجل يعزف على الجيتار على المسرح.",
     "yes",
 ]
-
-
-@pytest.fixture
-def tiny_e5(tmp_path, monkeypatch):
-    """Named e5-small made from the tiny model file, converted into a throwaway teachers home."""
-    write_tiny_e5(tmp_path / "tiny.bin")
-    monkeypatch.setattr("psp_hf.teachers.e5_convert.packaged_e5_file", lambda: tmp_path / "tiny.bin")
-    monkeypatch.setenv("PSP_TEACHERS_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from e5_tiny import HIDDEN, write_tiny_e5
+from e5_tiny import HIDDEN
 
 from psp_hf.cli import main
 from psp_hf.errors import PSPInputError
@@ -27,15 +27,6 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def use_teacher():
     return UseTeacher(threads=1)
-
-
-@pytest.fixture
-def tiny_e5(tmp_path, monkeypatch):
-    """Named e5-small made from the tiny model file, converted into a throwaway teachers home."""
-    write_tiny_e5(tmp_path / "tiny.bin")
-    monkeypatch.setattr("psp_hf.teachers.e5_convert.packaged_e5_file", lambda: tmp_path / "tiny.bin")
-    monkeypatch.setenv("PSP_TEACHERS_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def test_use_teacher_embeds_in_order_with_unit_rows_and_aligns_languages(use_teacher):

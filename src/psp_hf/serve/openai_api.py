@@ -10,7 +10,15 @@ from fastapi import Request
 from .requests import choice, optional_int, texts
 from .responses import json_response
 from .routing import Routes
-from .schemas import EmbeddingsRequest, EmbeddingsResponse, ModelsResponse, OpenAIError, errors, request_body
+from .schemas import (
+    BODY_ROUTE_ERRORS,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    ModelsResponse,
+    OpenAIError,
+    errors,
+    request_body,
+)
 from .state import state_of
 
 routes = Routes("OpenAI")
@@ -20,7 +28,7 @@ routes = Routes("OpenAI")
     "/v1/embeddings",
     summary="Embed texts (OpenAI's API)",
     openapi_extra=request_body(EmbeddingsRequest),
-    responses={200: {"model": EmbeddingsResponse}, **errors(OpenAIError, 400, 401, 404, 413, 415, 422, 429, 503)},
+    responses={200: {"model": EmbeddingsResponse}, **errors(OpenAIError, *BODY_ROUTE_ERRORS)},
 )
 async def embeddings(request: Request):
     state = state_of(request)

@@ -160,6 +160,10 @@ def request_body(model: type[BaseModel]) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+# What a route that reads a JSON body and encodes can refuse: the body, the key, the model, the limits, the queue.
+BODY_ROUTE_ERRORS = (400, 401, 404, 413, 415, 422, 429, 503)
+
+
 def errors(shape: type[BaseModel], *statuses: int) -> dict:
     """A route's `responses` for the refusals it can answer, each in `shape`."""
     return {status: {"model": shape, "description": _REASONS[status]} for status in statuses}

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from .requests import APIError, optional_int
 from .responses import json_response
 from .routing import Routes
-from .schemas import SearchRequest, SearchResponse, TEIError, errors, request_body
+from .schemas import BODY_ROUTE_ERRORS, SearchRequest, SearchResponse, TEIError, errors, request_body
 from .state import state_of
 
 routes = Routes("search")
@@ -59,7 +59,7 @@ async def page(request: Request):
     "/search",
     summary="The nearest sentences of the index",
     openapi_extra=request_body(SearchRequest),
-    responses={200: {"model": SearchResponse}, **errors(TEIError, 400, 401, 404, 413, 415, 422, 429, 503)},
+    responses={200: {"model": SearchResponse}, **errors(TEIError, *BODY_ROUTE_ERRORS)},
 )
 async def search(request: Request):
     state, index = _index_of(request)

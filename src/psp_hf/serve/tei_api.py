@@ -10,6 +10,7 @@ from .requests import APIError, choice, optional_bool, optional_int, texts
 from .responses import json_response
 from .routing import Routes
 from .schemas import (
+    BODY_ROUTE_ERRORS,
     EmbedRequest,
     EmbedResponse,
     InfoResponse,
@@ -25,7 +26,7 @@ routes = Routes("text-embeddings-inference")
 
 _EMBED = {
     "openapi_extra": request_body(EmbedRequest),
-    "responses": {200: {"model": EmbedResponse}, **errors(TEIError, 400, 401, 404, 413, 415, 422, 429, 503)},
+    "responses": {200: {"model": EmbedResponse}, **errors(TEIError, *BODY_ROUTE_ERRORS)},
 }
 
 
@@ -57,7 +58,7 @@ async def embed(request: Request):
     "/similarity",
     summary="Cosines of sentences with a source sentence",
     openapi_extra=request_body(SimilarityRequest),
-    responses={200: {"model": SimilarityResponse}, **errors(TEIError, 400, 401, 404, 413, 415, 422, 429, 503)},
+    responses={200: {"model": SimilarityResponse}, **errors(TEIError, *BODY_ROUTE_ERRORS)},
 )
 async def similarity(request: Request):
     state = state_of(request)
