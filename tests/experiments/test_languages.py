@@ -195,7 +195,7 @@ def test_init_rows_from_replaces_dim_and_must_be_a_model(tmp_path, pud_files):
 
 
 def test_summary_names_the_data_files_and_counts_the_registry_sources():
-    from psp_hf.experiments.languages import data_description
+    from psp_hf.experiments.language_results import data_description
 
     inputs = ["train.tsv.gz", "de-en.tsv.gz", "freedict-deu-eng.tsv", "gettext-tar-de.tsv", "libreoffice-sw-de.tsv"]
     assert data_description(inputs) == "train.tsv.gz, de-en.tsv.gz + 3 registry sources"

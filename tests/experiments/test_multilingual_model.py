@@ -149,7 +149,7 @@ def test_the_card_lists_the_eight_languages_and_the_papers_seven_models():
 
 
 def test_the_comparison_puts_each_language_beside_its_own_model():
-    from psp_hf.experiments.languages import comparison_markdown
+    from psp_hf.experiments.language_results import comparison_markdown
 
     rows = [{"language": "de", "tatoeba_error": 3.65, "tatoeba_error_margin": 1.7}]
     multilingual = {"tatoeba": {"de": {"error": 4.1, "margin": 2.0}, "fr": {"error": 9.5, "margin": None}}}

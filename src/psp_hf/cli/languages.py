@@ -11,11 +11,9 @@ from ..data.sources.language_sources import BITEXT_SOURCES, DEV_SETS, EVERYDAY
 from ..data_folder import data_dir
 from ..errors import PSPInputError
 from ..experiments.english_rows import E5_STUDENT, ENGLISH_SENTENCES, english_student
+from ..experiments.language_results import DEV_TASKS, ENGLISH_TASKS, LANGUAGES, folder_rows, write_summary
 from ..experiments.languages import (
     DEFAULT_MINUTES,
-    DEV_TASKS,
-    ENGLISH_TASKS,
-    LANGUAGES,
     MULTILINGUAL_EPOCHS,
     MULTILINGUAL_MINUTES,
     MULTILINGUAL_VOCAB_SIZE,
@@ -23,9 +21,7 @@ from ..experiments.languages import (
     REGISTRY_SOURCES,
     Settings,
     build_language,
-    folder_rows,
     training_arguments,
-    write_summary,
 )
 from ..experiments.languages_data import check_data
 from ..experiments.multilingual_model import build_multilingual

@@ -20,15 +20,12 @@ Labelling is most of the cost: 300,000 sentences at e5's 320 sentences/s on two 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..io.writing import atomic_path
-
-logger = logging.getLogger(__name__)
+from .build_steps import run_steps, step_record
 
 if TYPE_CHECKING:
     from .languages import Settings
@@ -44,11 +41,6 @@ ENGLISH_STUDENT_SETTINGS = {
     "dim": 384, "vocab_size": 30_000, "lr": 0.01, "init_std": 0.1, "distill_weight": 1.0, "distill_batch_size": 512,
     "epochs": 10, "teacher_transform": "whiten", "teacher_whiten_shrink": 1.0,
 }  # fmt: skip
-STEPS = ("corpus", "label", "train")
-
-
-def _say(message: str) -> None:
-    logger.info(f"psp languages [en]: {message}")
 
 
 def english_folder(out: Path) -> Path:
@@ -61,20 +53,8 @@ def english_student(settings: Settings, sentences: int | None = None) -> Path:
     `settings.english_sentences`, else ENGLISH_SENTENCES) is how many corpus sentences are labelled."""
     sentences = sentences or settings.english_sentences or ENGLISH_SENTENCES
     folder = english_folder(settings.out)
-    folder.mkdir(parents=True, exist_ok=True)
     steps = {"corpus": _corpus, "label": _label, "train": _train}
-    for step in STEPS:
-        done = folder / f"done-{step}"
-        if done.is_file():
-            _say(f"English student, {step}: done before, skipped")
-            continue
-        started = time.perf_counter()
-        _say(f"English student, {step} ...")
-        info = steps[step](folder, settings, sentences) or {}
-        info["seconds"] = round(time.perf_counter() - started, 1)
-        with atomic_path(done) as tmp:
-            tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        _say(f"English student, {step}: done in {info['seconds']} s")
+    run_steps("en", folder, {step: partial(run, folder, settings, sentences) for step, run in steps.items()})
     return folder / "model"
 
 
@@ -137,7 +117,7 @@ def rows_description(out: Path, init_rows_from: str | None) -> str | None:
     folder = english_folder(out)
     if init_rows_from is None or Path(init_rows_from).resolve() != (folder / "model").resolve():
         return None
-    labelled = json.loads((folder / "done-label").read_text(encoding="utf-8"))["sentences"]
+    labelled = step_record(folder, "label")["sentences"]
     report = json.loads((folder / "corpus" / "report.json").read_text(encoding="utf-8"))
     sources = "; ".join(f"{name}: {entry['license']}" for name, entry in report.get("sources", {}).items())
     return (

@@ -22,22 +22,15 @@ import gzip
 import json
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from ..errors import PSPInputError
+from ..io.reading import read_json
 from ..io.writing import atomic_path
-from .languages import (
-    DEV_TASKS,
-    STS17_TRACKS,
-    Settings,
-    _done,
-    evaluate_folder,
-    run_steps,
-    run_training,
-    sts_scores,
-    training_arguments,
-    write_card,
-)
+from .build_steps import run_steps, step_done, step_record
+from .language_results import DEV_TASKS, STS17_TRACKS, sts_scores
+from .languages import Settings, evaluate_folder, run_training, training_arguments, write_card
 from .languages import _label as label_language
 
 NAME = "multilingual"  # the folder, the card template and the model's name (p-sp-multilingual)
@@ -49,21 +42,21 @@ STS17_ALL = [*(pair for pairs in STS17_TRACKS.values() for pair in pairs), "en-e
 def build_multilingual(languages: list[str], settings: Settings) -> dict:
     """prepare -> label -> train -> evaluate -> card for the multilingual model, skipping steps already done."""
     folder = settings.out / NAME
-    if _done(folder, "prepare").is_file():  # a rerun: the text it was made of must be the languages named now
-        before = json.loads(_done(folder, "prepare").read_text(encoding="utf-8")).get("languages")
+    if step_done(folder, "prepare"):  # a rerun: the text it was made of must be the languages named now
+        before = step_record(folder, "prepare").get("languages")
         if before != languages:
             raise PSPInputError(
                 f"--multilingual: {folder} was built from {', '.join(before or [])}, this run names "
                 f"{', '.join(languages)}: give another --output, or delete {folder} to build it again"
             )
     steps = {"prepare": _prepare, "label": _label, "train": _train, "evaluate": _evaluate, "card": _card}
-    run_steps(NAME, folder, steps, languages, settings)
+    run_steps(NAME, folder, {step: partial(run, languages, folder, settings) for step, run in steps.items()})
     return multilingual_row(folder)
 
 
 def _language_folders(languages: list[str], settings: Settings) -> list[tuple[str, Path]]:
     folders = [(code, settings.out / code) for code in languages]
-    missing = [code for code, folder in folders if not _done(folder, "prepare").is_file()]
+    missing = [code for code, folder in folders if not step_done(folder, "prepare")]
     if missing:
         raise PSPInputError(f"--multilingual: {', '.join(missing)} not prepared yet (run psp languages for them)")
     return folders
@@ -215,7 +208,7 @@ def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
             text, restricted = card_training_text(settings.out / code, None)
             parts.append(f"{code}: {text}")
             non_commercial = non_commercial or restricted
-        pairs = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))["pairs"]
+        pairs = step_record(folder, "prepare")["pairs"]
         text = f"the {len(languages)} languages' prepared text, {pairs:,} pairs after removing duplicates. "
         text += " | ".join(parts)
         if info.get("dev_bitext"):
@@ -233,9 +226,8 @@ def _card(languages: list[str], folder: Path, settings: Settings) -> dict:
 
 def multilingual_row(folder: Path) -> dict:
     """The summary's row of the multilingual model: Tatoeba of every language and their mean, STS17, English STS."""
-    prepared = json.loads(_done(folder, "prepare").read_text(encoding="utf-8"))
-    trained = json.loads(_done(folder, "train").read_text(encoding="utf-8"))
-    results = json.loads((folder / "eval.json").read_text(encoding="utf-8"))["results"]
+    prepared, trained = step_record(folder, "prepare"), step_record(folder, "train")
+    results = read_json(folder / "eval.json", what="psp eval's report")["results"]
     found = results.get("tatoeba", {})
     tatoeba = {
         code: {"error": found[code].get("error_rate"), "margin": found[code].get("error_rate_margin")}

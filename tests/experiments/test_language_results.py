@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from psp_hf.experiments.languages import folder_rows, language_row, write_summary
+from psp_hf.experiments.language_results import folder_rows, language_row, write_summary
 
 
 def _language_folder(out: Path, code: str, tatoeba: float, evaluated: bool = True) -> Path:
