@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -42,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load MODEL, shrink it as asked and write OUT."""
     from ..encoder import load
-    from ..io.writing import check_writable_parent
+    from ..io.writing import check_writable_parent, publish_folder, staging_folder
     from ..persistence.smaller_tables import check_table_options, folder_megabytes, reduce_dimensions
     from ..persistence.static_models import save_model2vec
 
@@ -63,16 +62,13 @@ def run(args: argparse.Namespace) -> int:
         encoder = encoder.with_table(reduce_dimensions(table, args.dimensionality), piece_weights)
     # Written into a hidden folder beside OUT and renamed at the end: a kill or a full disk leaves no half folder
     # that would refuse the rerun (a dead run's staging folder is removed by the next export beside it).
-    staging = output.parent / f".{output.name}.export-{os.getpid()}"
-    _remove_dead_staging(output)
+    staging = staging_folder(output, "export")
     try:
         if args.format == "psp":
             encoder.save_pretrained(staging, quantize_to=args.quantize_to, dimensionality=args.dimensionality)
         else:
             save_model2vec(encoder, staging, quantize_to=args.quantize_to)
-        if output.exists():
-            output.rmdir()  # empty (checked above)
-        os.replace(staging, output)
+        publish_folder(staging, output)  # replaces the empty folder OUT may be (checked above)
     except Exception as error:  # a full disk: an OSError, or safetensors' SafetensorError naming the errno
         failure = os_error_of(error)
         if failure is None:
@@ -83,12 +79,3 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("psp export: wrote %s (%.1f MB, %s)", output, folder_megabytes(output), args.format)
     return 0
-
-
-def _remove_dead_staging(output: Path) -> None:
-    from ..io.writing import pid_alive
-
-    for folder in output.parent.glob(f".{output.name}.export-*"):
-        pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)

@@ -74,13 +74,6 @@ def check_repo_id(repo_id: str, flag: str = "--push-to-hub") -> None:
         raise PSPInputError(f"{flag} {repo_id!r}: not a valid repo id: {str(error).splitlines()[0]}") from None
 
 
-def make_folder_follow_umask(folder: Path) -> None:
-    """Give a folder made by `tempfile.mkdtemp` (mode 0700) the mode a plain `mkdir` would have had."""
-    mask = os.umask(0)
-    os.umask(mask)
-    folder.chmod(0o777 & ~mask)
-
-
 def vocabulary_warning(pieces: int, asked: int) -> str | None:
     """The warning for a vocabulary smaller than asked (sentencepiece stops where the text has no more pieces)."""
     if pieces >= asked:

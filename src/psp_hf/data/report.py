@@ -9,11 +9,57 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .filters import DropDuplicates, FilterChain, Normalize, OverlapMaximum, ScoreRange
 from .shards import SHARD_PATTERN
 
 REPORT_DIR = "report"
 TOKENIZER_DIR = "tokenizer"
 DATA_DIR = "data"
+
+
+def step_report(chain: FilterChain) -> list[dict]:
+    """The report's entry for each filter step: what it removed (or changed) and its seconds."""
+    steps = []
+    for step, stats in zip(chain.steps, chain.stats, strict=True):
+        entry = {
+            "name": stats.name,
+            "enabled": stats.enabled,
+            "description": stats.description,
+            "removed": stats.removed,
+            "seconds": round(stats.seconds, 3),
+        }
+        if isinstance(step, Normalize):
+            entry["changed"] = step.changed
+        if isinstance(step, DropDuplicates):
+            entry["hash_bytes"] = step.seen.nbytes
+        if getattr(step, "matched", None) is not None:  # evaluation sentences: matches per evaluation set
+            entry["matched_by_set"] = dict(sorted(step.matched.items()))
+        steps.append(entry)
+    return steps
+
+
+def filter_histograms(chain: FilterChain) -> dict:
+    """The trigram-overlap and score histograms of the pairs that reached those filters, with their cut-offs."""
+    result = {}
+    overlap = chain.step("overlap")
+    if isinstance(overlap, OverlapMaximum):
+        marks = [(overlap.maximum, f"max {overlap.maximum}")] if overlap.enabled else []
+        result["overlap"] = {
+            **overlap.histogram.to_dict(),
+            "title": "trigram overlap of the pairs reaching the overlap filter",
+            "xlabel": "shared trigrams / trigrams of the shorter side",
+            "marks": marks,
+        }
+    score = chain.step("score")
+    if isinstance(score, ScoreRange):
+        marks = [(score.low, f"min {score.low}"), (score.high, f"max {score.high}")] if score.enabled else []
+        result["score"] = {
+            **score.histogram.to_dict(),
+            "title": "paraphrase score of the pairs reaching the score filter",
+            "xlabel": "score",
+            "marks": marks,
+        }
+    return result
 
 
 def _format_count(value: int | None) -> str:

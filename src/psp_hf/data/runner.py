@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PSPInputError
-from .checks import check_inputs, check_output_folder, check_repo_id, make_folder_follow_umask
-from .filters import DropDuplicates, FilterChain, FilterStep, Normalize, OverlapMaximum, PairBatch, ScoreRange
+from ..io.writing import publish_folder, staging_folder
+from .checks import check_inputs, check_output_folder, check_repo_id
+from .filters import FilterChain, FilterStep, PairBatch
 from .readers import BadLines, PairLayout, PairReader
-from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, write_report
+from .report import DATA_DIR, REPORT_DIR, TOKENIZER_DIR, dataset_card, filter_histograms, step_report, write_report
 from .shards import ShardWriter, estimate_num_shards
 
 logger = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ def run_recipe(recipe: Recipe, inputs: Sequence[str | os.PathLike], settings: Ru
         write_report(report, staging / REPORT_DIR)
         (staging / "README.md").write_text(dataset_card(report), encoding="utf-8")
         if out is not None:
-            _publish(staging, out)
+            publish_folder(staging, out)
             report["path"] = str(out)
         if settings.push_to_hub is not None:
             from .dataset_repo import push_dataset
@@ -284,13 +285,7 @@ def _open_inputs(recipe: Recipe, paths: list[Path], settings: RunSettings) -> _I
 
 def _staging_folder(out: Path | None) -> Path:
     """The folder the output is built in: beside `out` (moved into place at the end), or a temporary one."""
-    if out is None:
-        return Path(tempfile.mkdtemp(prefix="psp-prepare-"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-    make_folder_follow_umask(staging)  # it becomes `out`
-    return staging
+    return Path(tempfile.mkdtemp(prefix="psp-prepare-")) if out is None else staging_folder(out)
 
 
 def _filter_and_write(
@@ -406,8 +401,8 @@ def _report(
         "bad_lines": {"count": inputs.bad_lines.count, "examples": inputs.bad_lines.examples},
         "pairs_in": chain.pairs_in,
         "pairs_out": chain.pairs_out,
-        "steps": _step_report(chain),
-        "histograms": _histograms(chain),
+        "steps": step_report(chain),
+        "histograms": filter_histograms(chain),
         "num_shards": len(written.shards),
         "shards": [f"{DATA_DIR}/{path.name}" for path in written.shards],
         "tokenizer": tokenizer_info,
@@ -418,86 +413,10 @@ def _report(
     }
 
 
-def remove_stale_staging(out: Path) -> list[Path]:
-    """Remove the staging folders that killed runs left beside `out` (named after their process, now gone)."""
-    removed = []
-    for kind in ("tmp", "old"):
-        for folder in out.parent.glob(f".{out.name}.{kind}-*-*"):
-            pid = folder.name[len(f".{out.name}.{kind}-") :].split("-", 1)[0]
-            if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
-
-
-def _publish(staging: Path, out: Path) -> None:
-    """Move the finished folder into place; an old `out` is replaced only now, after everything succeeded."""
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
-        os.replace(out, old / "previous")
-        os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, out)
-
-
 def _psp_version() -> str:
     from .. import __version__
 
     return __version__
-
-
-def _step_report(chain: FilterChain) -> list[dict]:
-    steps = []
-    for step, stats in zip(chain.steps, chain.stats, strict=True):
-        entry = {
-            "name": stats.name,
-            "enabled": stats.enabled,
-            "description": stats.description,
-            "removed": stats.removed,
-            "seconds": round(stats.seconds, 3),
-        }
-        if isinstance(step, Normalize):
-            entry["changed"] = step.changed
-        if isinstance(step, DropDuplicates):
-            entry["hash_bytes"] = step.seen.nbytes
-        if getattr(step, "matched", None) is not None:  # evaluation sentences: matches per evaluation set
-            entry["matched_by_set"] = dict(sorted(step.matched.items()))
-        steps.append(entry)
-    return steps
-
-
-def _histograms(chain: FilterChain) -> dict:
-    result = {}
-    overlap = chain.step("overlap")
-    if isinstance(overlap, OverlapMaximum):
-        marks = [(overlap.maximum, f"max {overlap.maximum}")] if overlap.enabled else []
-        result["overlap"] = {
-            **overlap.histogram.to_dict(),
-            "title": "trigram overlap of the pairs reaching the overlap filter",
-            "xlabel": "shared trigrams / trigrams of the shorter side",
-            "marks": marks,
-        }
-    score = chain.step("score")
-    if isinstance(score, ScoreRange):
-        marks = [(score.low, f"min {score.low}"), (score.high, f"max {score.high}")] if score.enabled else []
-        result["score"] = {
-            **score.histogram.to_dict(),
-            "title": "paraphrase score of the pairs reaching the score filter",
-            "xlabel": "score",
-            "marks": marks,
-        }
-    return result
 
 
 def _train_tokenizer(

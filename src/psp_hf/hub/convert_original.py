@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import PSPInputError
+from ..io.writing import publish_folder, staging_folder
 
 #: The original code's name for the unknown entry of its vocabulary.
 ORIGINAL_UNK = "UUUNKKK"
@@ -262,21 +262,13 @@ def save_converted(encoder, sp_model: str | os.PathLike, output_dir: str | os.Pa
     output = Path(output_dir)
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise PSPInputError(f"--output {output}: exists and is not empty; pass --overwrite to replace it")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    staging = staging_folder(output)
     try:
         encoder.save_pretrained(staging)
         if not (staging / "modules.json").is_file():
             write_sentence_transformers_files(staging, encoder)
         shutil.copyfile(sp_model, staging / SPM_FILENAME)
-        if output.exists():
-            old = output.with_name(f".{output.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(output, old)
-            os.replace(staging, output)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, output)
+        publish_folder(staging, output)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

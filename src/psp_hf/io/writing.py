@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import stat
 import tempfile
@@ -346,3 +348,44 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     never leaves a half-written config or report that would make a whole folder unreadable."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def staging_folder(out: str | os.PathLike, kind: str = "tmp") -> Path:
+    """A new empty folder beside `out` to build it in, `.OUT.KIND-PID-XXXXXXXX`, with the mode a plain `mkdir` would
+    give (it becomes `out`), after removing the staging folders that dead processes left beside `out`; put it in
+    place with `publish_folder`. A run killed half-way so leaves no half `out`, and the next run cleans up after it."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_staging(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.{kind}-{os.getpid()}-", dir=out.parent))
+    staging.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700
+    return staging
+
+
+def remove_dead_staging(out: str | os.PathLike) -> list[Path]:
+    """Remove the folders beside `out` that `staging_folder` made for processes now gone; returns them."""
+    out = Path(out)
+    removed = []
+    prefix = f".{out.name}."
+    for folder in out.parent.glob(glob.escape(prefix) + "*-*-*"):
+        parts = folder.name[len(prefix) :].split("-")  # KIND-PID-XXXXXXXX
+        if len(parts) != 3 or not parts[1].isdigit() or not folder.is_dir() or folder.is_symlink():
+            continue
+        pid = int(parts[1])
+        if pid != os.getpid() and not pid_alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def publish_folder(staging: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Move the finished `staging` folder into place as `out`; an old `out` is replaced only now, after everything
+    succeeded (it is moved aside, then removed)."""
+    staging, out = Path(staging), Path(out)
+    if out.exists() or out.is_symlink():
+        old = staging_folder(out, "old")
+        os.replace(out, old / "previous")
+        os.replace(staging, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, out)
