@@ -8,14 +8,13 @@ killed build is continued by running the same command again.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ..io.reading import read_json
-from ..io.writing import atomic_path
+from ..io.writing import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +36,7 @@ def step_record(folder: Path, step: str) -> dict:
 
 def mark_step(folder: Path, step: str, info: dict) -> None:
     """Write `step`'s record in `folder` (atomically: a killed write leaves the step to be run again)."""
-    with atomic_path(step_path(folder, step)) as tmp:
-        tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_json(step_path(folder, step), info)
 
 
 def run_steps(name: str, folder: Path, steps: dict[str, Callable[[], dict | None]]) -> None:

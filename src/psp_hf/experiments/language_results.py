@@ -3,12 +3,11 @@ on, and summary.json / summary.md (one row per language evaluated in the output 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..data.sources.registry_bitext import SOURCE_PREFIXES
 from ..io.reading import read_json
-from ..io.writing import atomic_path
+from ..io.writing import atomic_path, write_json
 from .build_steps import step_done, step_record
 
 LANGUAGES = ("ar", "de", "es", "fr", "ru", "tr", "zh")
@@ -79,8 +78,7 @@ def write_summary(out: Path, rows: list[dict], multilingual: dict | None = None)
     """summary.json and summary.md in `out` (with `multilingual`: its row last, and its Tatoeba language by language
     beside the per-language models'); returns summary.md's text."""
     every = rows + ([multilingual] if multilingual else [])
-    with atomic_path(out / "summary.json") as tmp:
-        tmp.write_text(json.dumps(every, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "summary.json", every)
     text = summary_markdown(every)
     if multilingual:
         text += "\n\np-sp-multilingual's Tatoeba is the mean of its languages'; by language:\n\n"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import PSPInputError
 from ..io.reading import read_json
-from ..io.writing import atomic_path
+from ..io.writing import atomic_path, write_json
 from .build_steps import run_steps, step_done, step_record
 from .language_results import DEV_TASKS, STS17_TRACKS, sts_scores
 from .languages import Settings, evaluate_folder, run_training, training_arguments, write_card
@@ -125,8 +125,7 @@ def write_mono(folders: list[tuple[str, Path]], out: Path) -> list[str]:
             report = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
             sources.update({f"{code}/{name}": info for name, info in report.get("sources", {}).items()})
     report = {"kind": "mono", "lang": DATA_LANG, "sources": sources, "sentences": len(seen)}
-    with atomic_path(out / "report.json") as tmp:
-        tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(out / "report.json", report)
     return list(seen)
 
 
